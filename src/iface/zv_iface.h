@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What the zv transports share: the base UCT interface on one port of a zv md.
+#ifndef ZV_IFACE_ZV_IFACE_H
+#define ZV_IFACE_ZV_IFACE_H
+
+#include "md/zv_md.h"
+
+#include "glue/ucx_internal.h"
+
+namespace zv::iface {
+
+/// Address of a port as peers see it (packed into UCT device addresses).
+struct __attribute__((packed)) device_addr {
+    uint8_t  flags;     ///< bit 0: RoCE (Ethernet link layer)
+    uint16_t lid;       ///< IB only
+    uint8_t  gid[16];
+};
+
+/// Settings shared by every zv transport (the glue fills them from config).
+struct iface_settings {
+    unsigned rx_queue_len; ///< receive buffers posted to the shared queue
+    unsigned tx_queue_len; ///< send work requests in flight per interface
+};
+
+/// Base of every zv interface. 'super' first: UCT casts uct_iface_h to it.
+struct zv_iface {
+    uct_base_iface_t         super;
+    md::zv_md               *md;
+    const verbs::port_info  *port;
+    iface_settings           settings;
+};
+
+/// Initialise the UCX base interface inside 'iface' and bind it to the
+/// port named by params. On failure nothing needs cleanup.
+[[nodiscard]] ucs_status_t init(zv_iface *iface, uct_iface_ops_t *ops,
+                                uct_iface_internal_ops_t *internal_ops,
+                                uct_md_h md, uct_worker_h worker,
+                                const uct_iface_params_t *params,
+                                const uct_iface_config_t *config,
+                                const iface_settings &settings);
+/// Undo init().
+void cleanup(zv_iface *iface);
+
+/// Fill what every zv transport reports the same way (bandwidth, latency,
+/// device address size, priority).
+void query_common(zv_iface *iface, uct_iface_attr_t *attr);
+
+ucs_status_t get_device_address(uct_iface_h iface, uct_device_addr_t *addr);
+int is_device_reachable(const zv_iface *iface, const uct_device_addr_t *addr);
+
+} // namespace zv::iface
+
+#endif

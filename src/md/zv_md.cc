@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The zv memory domain: device enumeration, registration, rkey pack/unpack.
+#include "md/zv_md.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+
+namespace zv::md {
+
+namespace {
+
+void close_md(uct_md_h uct_md)
+{
+    delete from_uct(uct_md);
+}
+
+// Mask of CPUs near the device, from sysfs; all CPUs when unknown (rxe).
+void local_cpus(const std::string &dev_name, ucs_cpu_set_t *set)
+{
+    UCS_CPU_ZERO(set);
+    std::ifstream in("/sys/class/infiniband/" + dev_name + "/device/local_cpulist");
+    std::string list;
+    if (in && std::getline(in, list) && !list.empty()) {
+        const char *p = list.c_str();
+        while (*p != '\0') {
+            char *end;
+            long first = std::strtol(p, &end, 10), last = first;
+            if (end == p) {
+                break;
+            }
+            if (*end == '-') {
+                p    = end + 1;
+                last = std::strtol(p, &end, 10);
+            }
+            for (long c = first; (c <= last) && (c < UCS_CPU_SETSIZE); ++c) {
+                UCS_CPU_SET(c, set);
+            }
+            p = (*end == ',') ? end + 1 : end;
+        }
+        return;
+    }
+    for (int c = 0; c < UCS_CPU_SETSIZE; ++c) {
+        UCS_CPU_SET(c, set);
+    }
+}
+
+ucs_status_t query_md(uct_md_h uct_md, uct_md_attr_t *attr)
+{
+    zv_md *md = from_uct(uct_md);
+
+    std::memset(attr, 0, sizeof(*attr));
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                                 UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.max_alloc        = 0;
+    attr->cap.max_reg          = md->dev.attr().orig_attr.max_mr_size;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.detect_mem_types = 0;
+    attr->cap.alloc_mem_types  = 0;
+    attr->reg_cost.c           = md->settings.reg_cost_overhead;
+    attr->reg_cost.m           = md->settings.reg_cost_growth;
+    attr->rkey_packed_size     = sizeof(packed_rkey);
+    std::snprintf(attr->component_name, sizeof(attr->component_name), "%s",
+                  md->super.component->name);
+    local_cpus(md->dev.name(), &attr->local_cpus);
+    return UCS_OK;
+}
+
+// Access flags no wider than the use: local write is needed for receive
+// buffers and RDMA READ targets; remote access only when UCP asks for it.
+int access_flags(unsigned uct_flags)
+{
+    int access = IBV_ACCESS_LOCAL_WRITE;
+    if (uct_flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
+        access |= IBV_ACCESS_REMOTE_WRITE;
+    }
+    if (uct_flags & UCT_MD_MEM_ACCESS_REMOTE_GET) {
+        access |= IBV_ACCESS_REMOTE_READ;
+    }
+    if (uct_flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
+        access |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_WRITE;
+    }
+    return access;
+}
+
+ucs_status_t mem_reg(uct_md_h uct_md, void *address, size_t length,
+                     unsigned flags, uct_mem_h *memh_p)
+{
+    zv_md *md = from_uct(uct_md);
+    auto *mh  = new (std::nothrow) memh{};
+    if (mh == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    mh->mr = ibv_reg_mr(md->dev.pd(), address, length, access_flags(flags));
+    if (mh->mr == nullptr) {
+        int err = errno;
+        ucs_log((flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) ? UCS_LOG_LEVEL_DEBUG :
+                                                        UCS_LOG_LEVEL_ERROR,
+                "%s: ibv_reg_mr(address=%p length=%zu) failed: %s",
+                md->dev.name().c_str(), address, length, strerror(err));
+        delete mh;
+        return verbs::status_from_errno(err);
+    }
+    *memh_p = mh;
+    return UCS_OK;
+}
+
+ucs_status_t mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
+{
+    zv_md *md = from_uct(uct_md);
+    if (!(params->field_mask & UCT_MD_MEM_DEREG_FIELD_MEMH) ||
+        (params->memh == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
+        (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    auto *mh = static_cast<memh *>(params->memh);
+    int ret  = ibv_dereg_mr(mh->mr);
+    if (ret != 0) {
+        ucs_warn("%s: ibv_dereg_mr() failed: %s", md->dev.name().c_str(),
+                 strerror(ret));
+        return verbs::status_from_errno(ret);
+    }
+    delete mh;
+    return UCS_OK;
+}
+
+ucs_status_t mkey_pack(uct_md_h, uct_mem_h uct_memh,
+                       const uct_md_mkey_pack_params_t *, void *buffer)
+{
+    const auto *mh = static_cast<const memh *>(uct_memh);
+    packed_rkey packed{mh->mr->rkey};
+    std::memcpy(buffer, &packed, sizeof(packed));
+    return UCS_OK;
+}
+
+int is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t *,
+                           uct_sockaddr_accessibility_t)
+{
+    return 0;
+}
+
+uct_md_ops_t md_ops = {
+    /* close                  */ close_md,
+    /* query                  */ query_md,
+    /* mem_alloc              */ nullptr,
+    /* mem_free               */ nullptr,
+    /* mem_advise             */ nullptr,
+    /* mem_reg                */ mem_reg,
+    /* mem_dereg              */ mem_dereg,
+    /* mem_query              */ nullptr,
+    /* mkey_pack              */ mkey_pack,
+    /* is_sockaddr_accessible */ is_sockaddr_accessible,
+    /* detect_memory_type     */ nullptr,
+};
+
+} // namespace
+
+ucs_status_t query_md_resources(uct_component_t *, uct_md_resource_desc_t **resources_p,
+                                unsigned *num_resources_p)
+{
+    std::vector<std::string> names;
+    ucs_status_t status = verbs::device_names(names);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    // One md per device that has at least one active port.
+    std::vector<std::string> usable;
+    for (const auto &name : names) {
+        verbs::device dev;
+        if ((verbs::device::open(name, -1, dev) == UCS_OK) && !dev.ports().empty()) {
+            usable.push_back(name);
+        }
+    }
+
+    auto *res = static_cast<uct_md_resource_desc_t *>(
+            std::calloc(usable.size() + 1, sizeof(uct_md_resource_desc_t)));
+    if (res == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < usable.size(); ++i) {
+        std::snprintf(res[i].md_name, sizeof(res[i].md_name), "%s",
+                      usable[i].c_str());
+    }
+    *resources_p     = res;
+    *num_resources_p = static_cast<unsigned>(usable.size());
+    return UCS_OK;
+}
+
+ucs_status_t open(uct_component_t *component, const char *md_name,
+                  const md_settings &settings, uct_md_h *md_p)
+{
+    auto *md = new (std::nothrow) zv_md{};
+    if (md == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucs_status_t status = verbs::device::open(md_name, settings.gid_index, md->dev);
+    if (status != UCS_OK) {
+        delete md;
+        return status;
+    }
+    md->super.ops       = &md_ops;
+    md->super.component = component;
+    md->settings        = settings;
+    for (const auto &p : md->dev.ports()) {
+        char gid[INET6_ADDRSTRLEN];
+        inet_ntop(AF_INET6, p.gid.raw, gid, sizeof(gid));
+        ucs_debug("%s:%u: %s, active mtu %u, %.0f MB/s, gid[%d] %s", md_name,
+                  p.port_num, p.is_roce ? "RoCE" : "InfiniBand", p.mtu_bytes,
+                  p.bandwidth / 1e6, p.gid_index, gid);
+    }
+    *md_p = &md->super;
+    return UCS_OK;
+}
+
+ucs_status_t rkey_unpack(uct_component_t *, const void *rkey_buffer,
+                         uct_rkey_t *rkey_p, void **handle_p)
+{
+    packed_rkey packed;
+    std::memcpy(&packed, rkey_buffer, sizeof(packed));
+    *rkey_p   = packed.rkey;
+    *handle_p = nullptr;
+    return UCS_OK;
+}
+
+ucs_status_t rkey_release(uct_component_t *, uct_rkey_t, void *)
+{
+    return UCS_OK;
+}
+
+const verbs::port_info *find_port(const zv_md *md, const char *dev_name)
+{
+    const std::string &name = md->dev.name();
+    size_t len              = name.size();
+    if ((std::strncmp(dev_name, name.c_str(), len) != 0) || (dev_name[len] != ':')) {
+        return nullptr;
+    }
+    char *end;
+    errno         = 0;
+    long port_num = std::strtol(dev_name + len + 1, &end, 10);
+    if ((errno != 0) || (*end != '\0') || (port_num <= 0) || (port_num > 255)) {
+        return nullptr;
+    }
+    return md->dev.port(static_cast<uint8_t>(port_num));
+}
+
+ucs_status_t query_port_devices(uct_md_h uct_md, uct_tl_device_resource_t **devices_p,
+                                unsigned *num_devices_p)
+{
+    const zv_md *md  = from_uct(uct_md);
+    const auto &ports = md->dev.ports();
+    auto *devs = static_cast<uct_tl_device_resource_t *>(
+            std::calloc(ports.size() + 1, sizeof(uct_tl_device_resource_t)));
+    if (devs == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < ports.size(); ++i) {
+        std::snprintf(devs[i].name, sizeof(devs[i].name), "%s:%u",
+                      md->dev.name().c_str(), ports[i].port_num);
+        devs[i].type       = UCT_DEVICE_TYPE_NET;
+        devs[i].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+    *devices_p     = devs;
+    *num_devices_p = static_cast<unsigned>(ports.size());
+    return UCS_OK;
+}
+
+} // namespace zv::md

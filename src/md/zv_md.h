@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The zv memory domain: one opened verbs device, memory registration, rkeys.
+#ifndef ZV_MD_ZV_MD_H
+#define ZV_MD_ZV_MD_H
+
+#include "verbs/device.h"
+
+#include "glue/ucx_internal.h"
+
+#include <cstddef>
+
+namespace zv::md {
+
+/// Memory-domain settings, filled by the glue from UCX_ZV_* variables.
+struct md_settings {
+    int    gid_index = -1;       ///< -1: automatic
+    double reg_cost_overhead;    ///< seconds per registration
+    double reg_cost_growth;      ///< seconds per byte registered
+};
+
+/// A registration handed to UCT as uct_mem_h.
+struct memh {
+    ibv_mr *mr;
+};
+
+/// Packed remote key: what a peer needs to access our memory.
+struct packed_rkey {
+    uint32_t rkey;
+};
+
+/// The zv md. 'super' must stay first: UCT casts uct_md_h to it.
+struct zv_md {
+    uct_md_t      super;
+    verbs::device dev;
+    md_settings   settings;
+};
+
+/// Component-level entry points (installed in the component by the glue).
+[[nodiscard]] ucs_status_t query_md_resources(uct_component_t *component,
+                                              uct_md_resource_desc_t **resources_p,
+                                              unsigned *num_resources_p);
+[[nodiscard]] ucs_status_t open(uct_component_t *component, const char *md_name,
+                                const md_settings &settings, uct_md_h *md_p);
+[[nodiscard]] ucs_status_t rkey_unpack(uct_component_t *component,
+                                       const void *rkey_buffer,
+                                       uct_rkey_t *rkey_p, void **handle_p);
+[[nodiscard]] ucs_status_t rkey_release(uct_component_t *component,
+                                        uct_rkey_t rkey, void *handle);
+
+/// One UCT device per active port ("rxe0:1"), type NET.
+[[nodiscard]] ucs_status_t query_port_devices(uct_md_h md,
+                                              uct_tl_device_resource_t **devices_p,
+                                              unsigned *num_devices_p);
+
+/// Parse "dev:port" against this md; returns the port or nullptr.
+const verbs::port_info *find_port(const zv_md *md, const char *dev_name);
+
+inline zv_md *from_uct(uct_md_h md) { return reinterpret_cast<zv_md *>(md); }
+
+} // namespace zv::md
+
+#endif

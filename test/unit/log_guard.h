@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Test helper: fail a test on any unexpected UCX warning or error log.
+#ifndef ZV_TEST_LOG_GUARD_H
+#define ZV_TEST_LOG_GUARD_H
+
+#include <string>
+#include <vector>
+
+namespace zv::test {
+
+/// Messages at WARN or ERROR logged since the current test started.
+std::vector<std::string> &logged_problems();
+
+/// A test that expects warnings/errors declares it with this guard: while
+/// it lives, such messages are collected in expected() instead of failing.
+class expect_log_problems {
+public:
+    expect_log_problems();
+    ~expect_log_problems();
+    const std::vector<std::string> &expected() const;
+};
+
+/// Number of tests that logged warnings/errors they did not expect.
+int stray_log_tests();
+
+} // namespace zv::test
+
+#endif
