@@ -191,9 +191,11 @@ const port_info *device::port(uint8_t port_num) const
 ucs_status_t device::open(const std::string &name, int gid_index, device &out)
 {
     int num               = 0;
+    errno                 = 0;
     ibv_device **dev_list = ibv_get_device_list(&num);
     if (dev_list == nullptr) {
-        ucs_error("ibv_get_device_list() failed: %m");
+        ucs_error("cannot open verbs device %s: ibv_get_device_list() failed: %m",
+                  name.c_str());
         return UCS_ERR_NO_DEVICE;
     }
 
@@ -210,6 +212,9 @@ ucs_status_t device::open(const std::string &name, int gid_index, device &out)
     }
     ibv_free_device_list(dev_list);
     if (dev.m_ctx == nullptr) {
+        if (errno == 0) {
+            ucs_error("%s: no such verbs device", name.c_str());
+        }
         return UCS_ERR_NO_DEVICE;
     }
 

@@ -2,6 +2,8 @@
 // Port attribute decoding: MTU, speed and width to what UCT reports.
 #include "verbs/device.h"
 
+#include "log_guard.h"
+
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -62,9 +64,13 @@ TEST(verbs_device, errno_mapping)
 TEST(verbs_device, open_unknown_device_fails_cleanly)
 {
     zv::verbs::device dev;
+    zv::test::expect_log_problems logs;
     ucs_status_t status = zv::verbs::device::open("no_such_dev_zv", -1, dev);
     EXPECT_NE(UCS_OK, status);
     EXPECT_EQ(nullptr, dev.ctx());
+    ASSERT_EQ(1u, logs.expected().size());
+    EXPECT_NE(std::string::npos, logs.expected()[0].find("no_such_dev_zv"))
+            << logs.expected()[0];
 }
 
 } // namespace
