@@ -1,0 +1,46 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Install every Debian package zverbs needs to build, test and run its
+# Soft-RoCE VM. Idempotent: does nothing (no apt call) when all is present.
+# usage: contrib/setup.sh [--print]   (--print lists the packages and exits)
+set -eu
+
+packages=(
+    # build
+    build-essential autoconf automake libtool pkg-config dpkg-dev
+    libucx-dev ucx-utils libibverbs-dev librdmacm-dev libhwloc-dev
+    libopenmpi-dev openmpi-bin openmpi-common
+    # tests and tools
+    libgtest-dev googletest valgrind rdma-core ibverbs-providers ibverbs-utils
+    perftest
+    # the Soft-RoCE VM (Debian's kernel is fetched by contrib/vm/fetch-kernel.sh)
+    qemu-system-x86 busybox-static kmod cpio zstd xz-utils iproute2
+)
+
+if [ "${1:-}" = --print ]; then
+    printf '%s\n' "${packages[@]}"
+    exit 0
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [ "$status" = installed ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} = 0 ]; then
+    echo "setup: all ${#packages[@]} packages present"
+    exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing packages: ${missing[*]}" >&2
+    echo "setup: run as root (or: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"

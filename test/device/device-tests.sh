@@ -1,0 +1,61 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Device tests, run as root where a verbs device with an active port exists
+# (inside the Soft-RoCE VM: rxe0 over eth0). One boot runs them all.
+set -u
+b=${ZV_BUILDDIR:?}; s=${ZV_SRCDIR:?}
+mod=$b/.libs/libuct_zv.so.0
+pass=0; fail=0
+check() { local name=$1; shift
+    if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
+check "a verbs device is present" test -n "$dev"
+ibv_devinfo -d "$dev" -v > "$tmp/devinfo" 2>&1
+port_mtu=$(sed -n 's/^[[:space:]]*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p' "$tmp/devinfo" | head -n1)
+
+# ---- the module in a plain UCX program (LD_PRELOAD)
+LD_PRELOAD=$mod ucx_info -d > "$tmp/d.out" 2>&1
+sed -n '/Component: zv/,/^#$/p' "$tmp/d.out" | head -n 12
+awk '/Memory domain: '"$dev"'/{f=1} f && /Component: zv/{print; exit}' "$tmp/d.out" > "$tmp/md"
+check "ucx_info -d: memory domain $dev belongs to component zv" test -s "$tmp/md"
+awk '/Transport: rc_zv/{f=1} f' "$tmp/d.out" > "$tmp/rc"
+check "ucx_info -d: transport rc_zv" grep -q 'Transport: rc_zv' "$tmp/rc"
+check "ucx_info -d: rc_zv on $dev:1" grep -q "Device: $dev:1" "$tmp/rc"
+check "ucx_info -d: rc_zv is a network device" grep -q 'Type: network' "$tmp/rc"
+sed -n '/Transport: rc_zv/,+24p' "$tmp/d.out"
+check "ucx_info -d: device address carries the GID (19 bytes)" \
+      grep -qi 'device address: 19 bytes' "$tmp/rc"
+check "ucx_info -d: no errors or warnings" bash -c "! grep -qE 'UCX +(ERROR|WARN)' '$tmp/d.out'"
+
+# The bandwidth UCT reports must be the port's, from its width and speed.
+LD_PRELOAD=$mod UCX_LOG_LEVEL=debug ucx_info -d 2>&1 | grep "zv_md.cc.*$dev:1" > "$tmp/dbg" || true
+cat "$tmp/dbg"
+check "md debug log shows port mtu $port_mtu and a GID" \
+      grep -q "active mtu $port_mtu, .* MB/s, gid\[[0-9]*\] " "$tmp/dbg"
+
+# ---- Open MPI: the installed component brings the module in, no LD_PRELOAD.
+# The VM's root is an overlay: installing here changes nothing on the host.
+if make -C "$b" install > "$tmp/install.log" 2>&1; then
+    check "make install" true
+    ldconfig
+    ompi_info > "$tmp/ompi" 2>&1
+    check "ompi_info lists MCA rcache: zverbs" grep -q 'MCA rcache: zverbs' "$tmp/ompi"
+    mpirun --allow-run-as-root -np 2 "$b/mpi-tests/zv_probe" > "$tmp/p" 2>&1
+    cat "$tmp/p"
+    check "MPI ranks have zv with 1 memory domain (no LD_PRELOAD)" \
+          test "$(grep -c 'zv registered, 1 memory domain' "$tmp/p")" = 2
+    mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
+        --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,sm,self \
+        "$b/mpi-tests/zv_probe" > "$tmp/pu" 2>&1
+    rc=$?
+    cat "$tmp/pu"
+    check "pml ucx starts with pml_ucx_tls=rc_zv (no LD_PRELOAD)" test $rc = 0
+else
+    tail -20 "$tmp/install.log"
+    check "make install" false
+fi
+
+echo "device: $pass passed, $fail failed"
+[ $fail = 0 ]

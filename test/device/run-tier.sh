@@ -1,0 +1,13 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Device tier: run test/device/device-tests.sh in the Soft-RoCE VM (or
+# directly on a host with an active RDMA port). Called by `make check-device`.
+set -eu
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${ZV_BUILDDIR:-$(pwd)}
+build=$(cd "$build" && pwd)
+timeout=${ZV_DEVICE_TIMEOUT:-1200}
+echo "device tier: build $build, timeout ${timeout}s"
+exec "$src/contrib/vm/run.sh" --timeout "$timeout" --share "$src" --share "$build" \
+    -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
+    "$src/test/device/device-tests.sh"
