@@ -41,21 +41,69 @@ ucs_config_field_t zv_md_config_table[] = {
 struct zv_rc_iface_config {
     uct_iface_config_t super;
     unsigned           rx_queue_len;
+    unsigned           rx_batch;
     unsigned           tx_queue_len;
+    unsigned           tx_cq_len;
+    unsigned           tx_moderation;
+    size_t             seg_size;
+    size_t             max_inline;
+    double             conn_timeout;
+    double             timeout;
+    unsigned           retry_count;
 };
 
 ucs_config_field_t zv_rc_iface_config_table[] = {
     {"", "", nullptr, offsetof(zv_rc_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
-    {"RX_QUEUE_LEN", "4096",
+    {"RX_QUEUE_LEN", "2048",
      "Number of receive buffers posted to the interface's shared receive\n"
      "queue. Shared by all endpoints: it does not grow with the number of peers.",
      offsetof(zv_rc_iface_config, rx_queue_len), UCS_CONFIG_TYPE_UINT},
 
+    {"RX_BATCH", "64",
+     "Receive buffers are re-posted to the shared receive queue once this many\n"
+     "have been consumed, in one call.",
+     offsetof(zv_rc_iface_config, rx_batch), UCS_CONFIG_TYPE_UINT},
+
     {"TX_QUEUE_LEN", "256",
-     "Number of send work requests that may be outstanding on the interface.",
+     "Send work requests that may be outstanding on one endpoint (its send queue).",
      offsetof(zv_rc_iface_config, tx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_CQ_LEN", "4096",
+     "Send work requests that may be outstanding on the whole interface (the\n"
+     "size of its send completion queue).",
+     offsetof(zv_rc_iface_config, tx_cq_len), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MODERATION", "32",
+     "Ask the device for a send completion only once in this many sends (and\n"
+     "whenever a completion is needed); 1 signals every send.",
+     offsetof(zv_rc_iface_config, tx_moderation), UCS_CONFIG_TYPE_UINT},
+
+    {"SEG_SIZE", "8k",
+     "Size of receive and bounce buffers: the largest active message.",
+     offsetof(zv_rc_iface_config, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_MAX_INLINE", "128",
+     "Largest send copied into the work request itself (inline); the device\n"
+     "may grant less.",
+     offsetof(zv_rc_iface_config, max_inline), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"CONN_TIMEOUT", "30s",
+     "How long an endpoint tries to reach the peer's interface before it fails\n"
+     "with an endpoint error.",
+     offsetof(zv_rc_iface_config, conn_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"TIMEOUT", "1s",
+     "Transport retry timeout of the RC queue pairs (rounded to the device's\n"
+     "4.096us * 2^n steps). With RETRY_COUNT it bounds how long a dead peer\n"
+     "goes unnoticed.",
+     offsetof(zv_rc_iface_config, timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RETRY_COUNT", "6",
+     "Transport retries before a send fails with an endpoint error (0..6; 7\n"
+     "means retry forever on some devices and is refused).",
+     offsetof(zv_rc_iface_config, retry_count), UCS_CONFIG_TYPE_UINT},
 
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
@@ -86,20 +134,56 @@ ucs_status_t zv_md_open(uct_component_t *component, const char *md_name,
     return zv::md::open(component, md_name, settings, md_p);
 }
 
+/// 4.096us * 2^n >= seconds, n in 1..31.
+uint8_t ib_timeout_exponent(double seconds)
+{
+    uint8_t n = 1;
+    while ((n < 31) && (4.096e-6 * static_cast<double>(1ull << n) < seconds)) {
+        ++n;
+    }
+    return n;
+}
+
 ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
                               const uct_iface_params_t *params,
                               const uct_iface_config_t *uct_config,
                               uct_iface_h *iface_p)
 {
     const auto *config = reinterpret_cast<const zv_rc_iface_config *>(uct_config);
-    zv::iface::iface_settings settings;
-    settings.rx_queue_len = config->rx_queue_len;
-    settings.tx_queue_len = config->tx_queue_len;
-    if ((settings.rx_queue_len == 0) || (settings.tx_queue_len == 0)) {
-        ucs_error("UCX_RC_ZV_RX_QUEUE_LEN and UCX_RC_ZV_TX_QUEUE_LEN must be > 0");
-        return UCS_ERR_INVALID_PARAM;
+    zv::rc::rc_settings s;
+    s.common.rx_queue_len = config->rx_queue_len;
+    s.common.tx_queue_len = config->tx_queue_len;
+    s.rx_batch            = config->rx_batch;
+    s.tx_cq_len           = config->tx_cq_len;
+    s.tx_moderation       = config->tx_moderation;
+    s.seg_size            = static_cast<unsigned>(config->seg_size);
+    s.max_inline          = static_cast<unsigned>(config->max_inline);
+    s.conn_timeout        = config->conn_timeout;
+    s.timing.timeout      = ib_timeout_exponent(config->timeout);
+    s.timing.retry_cnt    = static_cast<uint8_t>(config->retry_count);
+
+    struct {
+        const char *name;
+        bool        bad;
+        const char *allowed;
+    } checks[] = {
+        {"UCX_RC_ZV_RX_QUEUE_LEN", (s.common.rx_queue_len < 16) || (s.common.rx_queue_len > 65536), "16..65536"},
+        {"UCX_RC_ZV_RX_BATCH", (s.rx_batch == 0) || (s.rx_batch > s.common.rx_queue_len), "1..RX_QUEUE_LEN"},
+        {"UCX_RC_ZV_TX_QUEUE_LEN", (s.common.tx_queue_len < 4) || (s.common.tx_queue_len > 16384), "4..16384"},
+        {"UCX_RC_ZV_TX_CQ_LEN", (s.tx_cq_len < s.common.tx_queue_len) || (s.tx_cq_len > 262144), "TX_QUEUE_LEN..262144"},
+        {"UCX_RC_ZV_TX_MODERATION", (s.tx_moderation == 0) || (s.tx_moderation > s.common.tx_queue_len / 2), "1..TX_QUEUE_LEN/2"},
+        {"UCX_RC_ZV_SEG_SIZE", (config->seg_size < 256) || (config->seg_size > (1ul << 20)), "256..1m"},
+        {"UCX_RC_ZV_TX_MAX_INLINE", config->max_inline > 1024, "0..1024"},
+        {"UCX_RC_ZV_CONN_TIMEOUT", !(config->conn_timeout > 0), "> 0"},
+        {"UCX_RC_ZV_RETRY_COUNT", config->retry_count > 6, "0..6"},
+    };
+    for (const auto &c : checks) {
+        if (c.bad) {
+            ucs_error("%s is out of range (allowed: %s)", c.name, c.allowed);
+            return UCS_ERR_INVALID_PARAM;
+        }
     }
-    return zv::rc::iface_open(md, worker, params, uct_config, settings, iface_p);
+    return zv::rc::iface_open(md, worker, params, uct_config, s, iface_p);
 }
 
 ucs_status_t zv_query_md_resources(uct_component_t *component,

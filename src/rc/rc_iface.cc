@@ -1,21 +1,166 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// rc_zv interface: resource setup and attributes.
-#include "rc/rc_iface.h"
+// rc_zv interface: resources, receive path, progress, attributes.
+#include "rc/rc_ep.h"
 
 #include <ucs/debug/log_def.h>
 
+#include <arpa/inet.h>
 #include <cstring>
+#include <fcntl.h>
 #include <new>
 
 namespace zv::rc {
 
 namespace {
 
-rc_iface *to_rc(uct_iface_h iface) { return reinterpret_cast<rc_iface *>(iface); }
+constexpr unsigned rx_poll_batch = 16;
+constexpr unsigned tx_poll_batch = 16;
+constexpr size_t   am_zcopy_max_hdr = 128;
 
-void destroy(rc_iface *iface)
+// ---------------------------------------------------------------- receive
+
+void release_rx(uct_recv_desc_t *self, void *desc)
+{
+    rc_iface *iface = static_cast<rc_iface *>(
+            reinterpret_cast<iface::release_desc *>(self)->owner);
+    iface::buffer *b = iface->rx_pool.from_data(static_cast<char *>(desc) +
+                                                iface->rx_pool.headroom());
+    iface::buffer_pool::put(b);
+}
+
+void post_rx(rc_iface *iface, unsigned count)
+{
+    ibv_recv_wr wrs[64];
+    ibv_sge     sges[64];
+    while (count > 0) {
+        unsigned n = 0;
+        for (; (n < count) && (n < 64); ++n) {
+            iface::buffer *b = iface->rx_pool.get();
+            if (b == nullptr) {
+                break;
+            }
+            sges[n].addr    = reinterpret_cast<uintptr_t>(b->data());
+            sges[n].length  = static_cast<uint32_t>(iface->rx_pool.payload());
+            sges[n].lkey    = b->lkey;
+            wrs[n].wr_id    = reinterpret_cast<uintptr_t>(b);
+            wrs[n].sg_list  = &sges[n];
+            wrs[n].num_sge  = 1;
+            wrs[n].next     = &wrs[n + 1];
+        }
+        if (n == 0) {
+            return; // pool exhausted; retried on the next progress
+        }
+        wrs[n - 1].next = nullptr;
+        ibv_recv_wr *bad;
+        int ret = ibv_post_srq_recv(iface->srq, wrs, &bad);
+        if (ret != 0) {
+            ucs_error("%s: ibv_post_srq_recv() failed: %s",
+                      iface->super.md->dev.name().c_str(), strerror(ret));
+            for (ibv_recv_wr *w = bad; w != nullptr; w = w->next) {
+                iface::buffer_pool::put(reinterpret_cast<iface::buffer *>(w->wr_id));
+                --n;
+            }
+            iface->rx_posted += n;
+            return;
+        }
+        iface->rx_posted += n;
+        count -= n;
+    }
+}
+
+// Immediate data of an AM: [version:8 | reserved:16 | am_id:8].
+inline bool decode_am(uint32_t imm_be, uint8_t *am_id)
+{
+    uint32_t imm = ntohl(imm_be);
+    *am_id       = static_cast<uint8_t>(imm & 0xff);
+    return ((imm >> 8) == 0) && (*am_id < UCT_AM_ID_MAX);
+}
+
+unsigned poll_rx(rc_iface *iface)
+{
+    ibv_wc wc[rx_poll_batch];
+    int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
+    for (int i = 0; i < n; ++i) {
+        auto *b = reinterpret_cast<iface::buffer *>(wc[i].wr_id);
+        --iface->rx_posted;
+        uint8_t am_id;
+        if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+                ucs_debug("%s: receive completion error: %s",
+                          iface->super.md->dev.name().c_str(),
+                          ibv_wc_status_str(wc[i].status));
+            }
+            iface::buffer_pool::put(b);
+            continue;
+        }
+        if (__builtin_expect((wc[i].opcode != IBV_WC_RECV) ||
+                             !(wc[i].wc_flags & IBV_WC_WITH_IMM) ||
+                             !decode_am(wc[i].imm_data, &am_id), 0)) {
+            ucs_debug("%s: dropped a malformed message from qp 0x%x",
+                      iface->super.md->dev.name().c_str(), wc[i].src_qp);
+            iface::buffer_pool::put(b);
+            continue;
+        }
+        ucs_status_t status = uct_iface_invoke_am(&iface->super.super, am_id,
+                                                  b->data(), wc[i].byte_len,
+                                                  UCT_CB_PARAM_FLAG_DESC);
+        if (status == UCS_OK) {
+            iface::buffer_pool::put(b);
+        } else {
+            // The upper layer keeps the data; it releases it later through
+            // uct_iface_release_desc(), which lands in release_rx().
+            *iface->rx_pool.recv_desc_slot(b) = &iface->release_desc.super;
+        }
+    }
+    unsigned missing = iface->super.settings.rx_queue_len - iface->rx_posted;
+    if (missing >= iface->settings.rx_batch) {
+        post_rx(iface, missing);
+    }
+    return static_cast<unsigned>(n > 0 ? n : 0);
+}
+
+unsigned poll_tx(rc_iface *iface)
+{
+    ibv_wc wc[tx_poll_batch];
+    int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
+    for (int i = 0; i < n; ++i) {
+        process_send_completion(iface, wc[i]);
+    }
+    if ((n > 0) && (iface->pending_eps != nullptr)) {
+        dispatch_pending(iface);
+    }
+    return static_cast<unsigned>(n > 0 ? n : 0);
+}
+
+unsigned progress(uct_iface_h uct_iface)
+{
+    rc_iface *iface = to_rc(uct_iface);
+    unsigned count  = poll_rx(iface);
+    count += poll_tx(iface);
+    // Connection traffic is rare: look at it every 32nd call, or always
+    // while a connection is being set up.
+    if (iface->conn.busy() || ((++iface->progress_count & 31) == 0)) {
+        count += iface->conn.progress();
+    }
+    return count;
+}
+
+// ---------------------------------------------------------------- iface ops
+
+void destroy_resources(rc_iface *iface)
 {
     const char *dev = iface->super.md->dev.name().c_str();
+    for (rc_ep *ep : iface->slots) {
+        if (ep != nullptr) {
+            verbs::destroy_qp(ep->qp);
+            ep->qp = nullptr;
+            if (ep->destroyed) {
+                delete ep;
+            }
+        }
+    }
+    iface->conn.~conn_manager();
+    new (&iface->conn) iface::conn_manager();
     if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
         ucs_warn("%s: ibv_destroy_srq() failed: %m", dev);
     }
@@ -25,31 +170,89 @@ void destroy(rc_iface *iface)
     if ((iface->send_cq != nullptr) && (ibv_destroy_cq(iface->send_cq) != 0)) {
         ucs_warn("%s: ibv_destroy_cq(send) failed: %m", dev);
     }
+    if ((iface->channel != nullptr) && (ibv_destroy_comp_channel(iface->channel) != 0)) {
+        ucs_warn("%s: ibv_destroy_comp_channel() failed: %m", dev);
+    }
+    for (tx_op *chunk : iface->op_chunks) {
+        delete[] chunk;
+    }
 }
 
 void iface_close(uct_iface_h uct_iface)
 {
     rc_iface *iface = to_rc(uct_iface);
-    destroy(iface);
+    uct_base_iface_progress_disable(uct_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    destroy_resources(iface);
     iface::cleanup(&iface->super);
     delete iface;
 }
 
 ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
 {
-    rc_iface *iface = to_rc(uct_iface);
+    rc_iface *iface       = to_rc(uct_iface);
+    const rc_settings &s  = iface->settings;
+    const size_t seg      = s.seg_size;
+    const size_t max_msg  = iface->super.port->attr.max_msg_sz;
+    const size_t iov_max  = 4;
+
     iface::query_common(&iface->super, attr);
-    // No operation is advertised until the data path exists (issue 4):
-    // UCP must never select a lane this interface cannot serve.
-    attr->cap.flags      = 0;
-    attr->iface_addr_len = 0;
+    attr->iface_addr_len = sizeof(iface_addr);
     attr->ep_addr_len    = 0;
     attr->max_conn_priv  = 0;
+    attr->cap.flags      = UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
+                           UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                           UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                           UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                           UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                           UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                            UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
+    if (iface->max_inline >= sizeof(uint64_t)) {
+        attr->cap.flags |= UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_PUT_SHORT;
+        attr->cap.am.max_short  = iface->max_inline - sizeof(uint64_t);
+        attr->cap.put.max_short = iface->max_inline;
+    }
+    attr->cap.am.max_bcopy       = seg;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = seg;
+    attr->cap.am.max_hdr         = am_zcopy_max_hdr;
+    attr->cap.am.max_iov         = iov_max - 1;
+    attr->cap.am.opt_zcopy_align = 512;
+    attr->cap.am.align_mtu       = iface->super.port->mtu_bytes;
+
+    attr->cap.put.max_bcopy       = seg;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = max_msg;
+    attr->cap.put.max_iov         = iov_max;
+    attr->cap.put.opt_zcopy_align = 512;
+    attr->cap.put.align_mtu       = iface->super.port->mtu_bytes;
+
+    attr->cap.get.max_bcopy       = seg;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = max_msg;
+    attr->cap.get.max_iov         = iov_max;
+    attr->cap.get.opt_zcopy_align = 512;
+    attr->cap.get.align_mtu       = iface->super.port->mtu_bytes;
+
+    if (iface->atomics) {
+        attr->cap.flags           |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+        attr->cap.atomic64.op_flags  = UCS_BIT(UCT_ATOMIC_OP_ADD);
+        attr->cap.atomic64.fop_flags = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                       UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+    }
+    // One outstanding send work request costs the send queue slot and a
+    // completion; RC acks are in hardware.
+    attr->overhead = 75e-9;
     return UCS_OK;
 }
 
-ucs_status_t get_address(uct_iface_h, uct_iface_addr_t *)
+ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
 {
+    uint32_t qpn = to_rc(uct_iface)->conn.ud_qpn();
+    auto *a      = reinterpret_cast<iface_addr *>(addr);
+    a->ud_qpn[0] = static_cast<uint8_t>(qpn);
+    a->ud_qpn[1] = static_cast<uint8_t>(qpn >> 8);
+    a->ud_qpn[2] = static_cast<uint8_t>(qpn >> 16);
     return UCS_OK;
 }
 
@@ -60,28 +263,78 @@ int is_reachable(const uct_iface_h uct_iface, const uct_device_addr_t *dev_addr,
            iface::is_device_reachable(&to_rc(uct_iface)->super, dev_addr);
 }
 
-ucs_status_t flush(uct_iface_h, unsigned, uct_completion_t *)
+ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp)
 {
+    rc_iface *iface = to_rc(uct_iface);
+    if (comp != nullptr) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    for (rc_ep *ep : iface->slots) {
+        if ((ep != nullptr) && !ep->destroyed && (ep_outstanding(ep) > 0)) {
+            return UCS_INPROGRESS;
+        }
+    }
     return UCS_OK;
 }
 
-ucs_status_t fence(uct_iface_h, unsigned)
+ucs_status_t iface_fence(uct_iface_h uct_iface, unsigned)
 {
+    for (rc_ep *ep : to_rc(uct_iface)->slots) {
+        if (ep != nullptr) {
+            ep->fence_next = true;
+        }
+    }
     return UCS_OK;
 }
 
-unsigned progress(uct_iface_h)
+void progress_enable(uct_iface_h iface, unsigned flags)
 {
-    return 0;
+    uct_base_iface_progress_enable_cb(
+            &to_rc(iface)->super.super,
+            reinterpret_cast<ucs_callback_t>(progress), flags);
 }
 
-void progress_toggle(uct_iface_h, unsigned)
+void progress_disable(uct_iface_h iface, unsigned flags)
 {
+    uct_base_iface_progress_disable(iface, flags);
 }
 
-ucs_status_t ep_create(const uct_ep_params_t *, uct_ep_h *)
+ucs_status_t event_fd_get(uct_iface_h iface, int *fd_p)
 {
-    return UCS_ERR_UNSUPPORTED;
+    *fd_p = to_rc(iface)->channel->fd;
+    return UCS_OK;
+}
+
+ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
+{
+    rc_iface *iface = to_rc(uct_iface);
+    ibv_cq *cq;
+    void *ctx;
+    unsigned acks_send = 0, acks_recv = 0;
+    // Drain events already signalled (the fd is non-blocking).
+    while (ibv_get_cq_event(iface->channel, &cq, &ctx) == 0) {
+        (cq == iface->send_cq ? acks_send : acks_recv)++;
+    }
+    if (acks_send > 0) {
+        ibv_ack_cq_events(iface->send_cq, acks_send);
+    }
+    if (acks_recv > 0) {
+        ibv_ack_cq_events(iface->recv_cq, acks_recv);
+    }
+    if (acks_send + acks_recv > 0) {
+        return UCS_ERR_BUSY; // something happened since the caller's progress
+    }
+    if ((events & UCT_EVENT_SEND_COMP) &&
+        (ibv_req_notify_cq(iface->send_cq, 0) != 0)) {
+        ucs_error("ibv_req_notify_cq(send) failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    if ((events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG)) &&
+        (ibv_req_notify_cq(iface->recv_cq, 0) != 0)) {
+        ucs_error("ibv_req_notify_cq(recv) failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
 }
 
 ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr)
@@ -89,30 +342,24 @@ ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr)
     return uct_base_iface_estimate_perf(iface, perf_attr);
 }
 
-void vfs_refresh(uct_iface_h)
-{
-}
+void vfs_refresh(uct_iface_h) {}
 
-ucs_status_t ep_query(uct_ep_h, uct_ep_attr_t *)
-{
-    return UCS_ERR_UNSUPPORTED;
-}
+ucs_status_t ep_query(uct_ep_h, uct_ep_attr_t *) { return UCS_ERR_UNSUPPORTED; }
 
-ucs_status_t ep_invalidate(uct_ep_h, unsigned)
-{
-    return UCS_ERR_UNSUPPORTED;
-}
+ucs_status_t ep_invalidate(uct_ep_h, unsigned) { return UCS_ERR_UNSUPPORTED; }
 
-uct_iface_ops_t make_ops()
+uct_iface_ops_t make_ops(bool atomics)
 {
     uct_iface_ops_t ops;
     std::memset(&ops, 0, sizeof(ops));
-    ops.ep_create                = ep_create;
-    ops.iface_flush              = flush;
-    ops.iface_fence              = fence;
-    ops.iface_progress_enable    = progress_toggle;
-    ops.iface_progress_disable   = progress_toggle;
+    fill_ep_ops(&ops, atomics);
+    ops.iface_flush              = iface_flush;
+    ops.iface_fence              = iface_fence;
+    ops.iface_progress_enable    = progress_enable;
+    ops.iface_progress_disable   = progress_disable;
     ops.iface_progress           = progress;
+    ops.iface_event_fd_get       = event_fd_get;
+    ops.iface_event_arm          = event_arm;
     ops.iface_close              = iface_close;
     ops.iface_query              = iface_query;
     ops.iface_get_device_address = iface::get_device_address;
@@ -121,7 +368,8 @@ uct_iface_ops_t make_ops()
     return ops;
 }
 
-uct_iface_ops_t          rc_ops          = make_ops();
+uct_iface_ops_t          rc_ops_atomic   = make_ops(true);
+uct_iface_ops_t          rc_ops_plain    = make_ops(false);
 uct_iface_internal_ops_t rc_internal_ops = {
     /* iface_estimate_perf */ estimate_perf,
     /* iface_vfs_refresh   */ vfs_refresh,
@@ -129,58 +377,152 @@ uct_iface_internal_ops_t rc_internal_ops = {
     /* ep_invalidate       */ ep_invalidate,
 };
 
+ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
+{
+    const verbs::device &dev = iface->super.md->dev;
+    const rc_settings &s     = iface->settings;
+    const char *name         = dev.name().c_str();
+
+    iface->channel = ibv_create_comp_channel(dev.ctx());
+    if (iface->channel == nullptr) {
+        ucs_error("%s: ibv_create_comp_channel() failed: %m", name);
+        return UCS_ERR_IO_ERROR;
+    }
+    int flags = fcntl(iface->channel->fd, F_GETFL);
+    if ((flags < 0) || (fcntl(iface->channel->fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
+        ucs_error("%s: cannot make the completion channel non-blocking: %m", name);
+        return UCS_ERR_IO_ERROR;
+    }
+    iface->send_cq = ibv_create_cq(dev.ctx(), static_cast<int>(s.tx_cq_len), nullptr,
+                                   iface->channel, 0);
+    iface->recv_cq = (iface->send_cq == nullptr) ? nullptr :
+                     ibv_create_cq(dev.ctx(), static_cast<int>(s.common.rx_queue_len),
+                                   nullptr, iface->channel, 0);
+    if ((iface->send_cq == nullptr) || (iface->recv_cq == nullptr)) {
+        ucs_error("%s: ibv_create_cq() failed: %m", name);
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    ibv_srq_init_attr srq_attr = {};
+    srq_attr.attr.max_wr       = s.common.rx_queue_len;
+    srq_attr.attr.max_sge      = 1;
+    iface->srq = ibv_create_srq(dev.pd(), &srq_attr);
+    if (iface->srq == nullptr) {
+        ucs_error("%s: ibv_create_srq(max_wr=%u) failed: %m", name,
+                  s.common.rx_queue_len);
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    size_t headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
+                      params->rx_headroom : 0;
+    ucs_status_t status = iface->rx_pool.init(&dev, "rc_zv receive", s.seg_size,
+                                              headroom, 256, 0,
+                                              IBV_ACCESS_LOCAL_WRITE);
+    if (status == UCS_OK) {
+        status = iface->tx_pool.init(&dev, "rc_zv send", s.seg_size, 0, 128, 0,
+                                     IBV_ACCESS_LOCAL_WRITE);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    iface->release_desc.super.cb = release_rx;
+    iface->release_desc.owner    = iface;
+
+    // Probe the inline size the device grants with a throw-away QP.
+    verbs::connected_qp_params qp_params;
+    qp_params.type        = IBV_QPT_RC;
+    qp_params.max_send_wr = s.common.tx_queue_len;
+    qp_params.max_inline  = s.max_inline;
+    qp_params.send_cq     = iface->send_cq;
+    qp_params.recv_cq     = iface->recv_cq;
+    qp_params.srq         = iface->srq;
+    ibv_qp *probe;
+    status = verbs::create_connected_qp(dev, qp_params, &probe, &iface->max_inline);
+    if (status != UCS_OK) {
+        return status;
+    }
+    verbs::destroy_qp(probe);
+
+    iface->atomics = (dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
+
+    iface::conn_callbacks cb = {iface, accept_passive, connection_established,
+                                connection_timed_out};
+    status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout);
+    if (status != UCS_OK) {
+        return status;
+    }
+    post_rx(iface, s.common.rx_queue_len);
+    if (iface->rx_posted == 0) {
+        ucs_error("%s: could not post any receive buffer", name);
+        return UCS_ERR_NO_MEMORY;
+    }
+    return UCS_OK;
+}
+
 } // namespace
+
+tx_op *op_get(rc_iface *iface)
+{
+    if (__builtin_expect(iface->free_ops == nullptr, 0)) {
+        constexpr unsigned chunk = 256;
+        tx_op *ops = new (std::nothrow) tx_op[chunk];
+        if (ops == nullptr) {
+            return nullptr;
+        }
+        iface->op_chunks.push_back(ops);
+        for (unsigned i = 0; i < chunk; ++i) {
+            ops[i].next     = iface->free_ops;
+            iface->free_ops = &ops[i];
+        }
+    }
+    tx_op *op       = iface->free_ops;
+    iface->free_ops = op->next;
+    op->next        = nullptr;
+    op->comp        = nullptr;
+    op->bounce      = nullptr;
+    op->type        = tx_op::plain;
+    return op;
+}
+
+void op_put(rc_iface *iface, tx_op *op)
+{
+    op->next        = iface->free_ops;
+    iface->free_ops = op;
+}
 
 ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
                         const uct_iface_params_t *params,
                         const uct_iface_config_t *config,
-                        const iface::iface_settings &settings, uct_iface_h *iface_p)
+                        const rc_settings &settings, uct_iface_h *iface_p)
 {
     auto *iface = new (std::nothrow) rc_iface{};
     if (iface == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    ucs_status_t status = iface::init(&iface->super, &rc_ops, &rc_internal_ops,
-                                      md, worker, params, config, settings);
+    md::zv_md *zmd  = md::from_uct(md);
+    bool atomics    = (zmd->dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
+    ucs_status_t status = iface::init(&iface->super,
+                                      atomics ? &rc_ops_atomic : &rc_ops_plain,
+                                      &rc_internal_ops, md, worker, params, config,
+                                      settings.common);
     if (status != UCS_OK) {
         delete iface;
         return status;
     }
-
-    ibv_context *ctx = iface->super.md->dev.ctx();
-    const char *dev  = iface->super.md->dev.name().c_str();
-    iface->send_cq   = ibv_create_cq(ctx, static_cast<int>(settings.tx_queue_len),
-                                     nullptr, nullptr, 0);
-    iface->recv_cq   = (iface->send_cq == nullptr) ? nullptr :
-                       ibv_create_cq(ctx, static_cast<int>(settings.rx_queue_len),
-                                     nullptr, nullptr, 0);
-    if ((iface->send_cq == nullptr) || (iface->recv_cq == nullptr)) {
-        ucs_error("%s: ibv_create_cq() failed: %m", dev);
-        status = UCS_ERR_NO_RESOURCE;
-        goto err;
+    iface->settings = settings;
+    status          = create_resources(iface, params);
+    if (status != UCS_OK) {
+        destroy_resources(iface);
+        iface::cleanup(&iface->super);
+        delete iface;
+        return status;
     }
-
-    {
-        ibv_srq_init_attr srq_attr = {};
-        srq_attr.attr.max_wr       = settings.rx_queue_len;
-        srq_attr.attr.max_sge      = 1;
-        iface->srq = ibv_create_srq(iface->super.md->dev.pd(), &srq_attr);
-        if (iface->srq == nullptr) {
-            ucs_error("%s: ibv_create_srq(max_wr=%u) failed: %m", dev,
-                      settings.rx_queue_len);
-            status = UCS_ERR_NO_RESOURCE;
-            goto err;
-        }
-    }
-
+    ucs_debug("%s:%u: rc_zv iface %p: srq %u buffers of %u bytes, max inline %u, "
+              "connection qp 0x%x", zmd->dev.name().c_str(), iface->super.port->port_num,
+              iface, iface->rx_posted, settings.seg_size, iface->max_inline,
+              iface->conn.ud_qpn());
     *iface_p = &iface->super.super.super;
     return UCS_OK;
-
-err:
-    destroy(iface);
-    iface::cleanup(&iface->super);
-    delete iface;
-    return status;
 }
 
 } // namespace zv::rc

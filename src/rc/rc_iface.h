@@ -1,27 +1,90 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// rc_zv interface: Reliable Connected transport receiving through one SRQ.
+// rc_zv: Reliable Connected transport receiving through one SRQ.
 #ifndef ZV_RC_RC_IFACE_H
 #define ZV_RC_RC_IFACE_H
 
+#include "iface/buffer_pool.h"
+#include "iface/conn.h"
 #include "iface/zv_iface.h"
+#include "verbs/qp.h"
+
+#include <unordered_map>
+#include <vector>
 
 namespace zv::rc {
 
-/// rc_zv interface. The transport's data path is its own issue; this
-/// interface owns the shared receive resources it will use (one SRQ and
-/// completion queues per interface, never per peer).
-struct rc_iface {
-    iface::zv_iface super;
-    ibv_cq         *send_cq = nullptr;
-    ibv_cq         *recv_cq = nullptr;
-    ibv_srq        *srq     = nullptr;
+struct rc_ep;
+
+/// rc_zv settings (the glue fills them from UCX_RC_ZV_*).
+struct rc_settings {
+    iface::iface_settings common;
+    unsigned              seg_size;       ///< receive/bounce buffer payload
+    unsigned              max_inline;     ///< requested inline size
+    unsigned              tx_cq_len;      ///< send completions per interface
+    unsigned              tx_moderation;  ///< signal one send in this many
+    unsigned              rx_batch;       ///< receive buffers re-posted at once
+    double                conn_timeout;   ///< seconds to establish a connection
+    verbs::rc_timing      timing;
 };
+
+/// Outstanding work on an endpoint, retired in posting order.
+struct tx_op {
+    enum : uint8_t { plain, get_bcopy, atomic_fetch, flush_waiter };
+
+    tx_op                 *next;
+    uint32_t               seq;     ///< sequence of the WR it waits for
+    uint8_t                type;
+    uct_completion_t      *comp;
+    iface::buffer         *bounce;  ///< released when the op retires
+    uct_unpack_callback_t  unpack;  ///< get_bcopy
+    void                  *arg;     ///< get_bcopy unpack argument
+    uint64_t              *result;  ///< atomic fetch destination
+    uint32_t               length;
+};
+
+/// The rc_zv interface. 'super' first: UCT casts uct_iface_h to it.
+struct rc_iface {
+    iface::zv_iface         super;
+    rc_settings             settings;
+    ibv_comp_channel       *channel  = nullptr;
+    ibv_cq                 *send_cq  = nullptr;
+    ibv_cq                 *recv_cq  = nullptr;
+    ibv_srq                *srq      = nullptr;
+    iface::buffer_pool      rx_pool;
+    iface::buffer_pool      tx_pool;
+    iface::release_desc     release_desc;
+    unsigned                rx_posted = 0;
+    unsigned                max_inline = 0;    ///< granted by the device
+    unsigned                tx_outstanding = 0; ///< WRs posted, not completed
+    bool                    atomics = false;
+    iface::conn_manager     conn;
+    uint64_t                next_conn_id = 1;
+    unsigned                progress_count = 0;
+
+    // Endpoints by slot (the high half of every send wr_id).
+    std::vector<rc_ep *>    slots;
+    std::vector<uint32_t>   free_slots;
+    std::unordered_map<uint64_t, rc_ep *> connecting; ///< conn_id -> ep
+    rc_ep                  *pending_eps = nullptr;  ///< eps with queued requests
+
+    // Free list of tx_op, grown in chunks.
+    tx_op                  *free_ops = nullptr;
+    std::vector<tx_op *>    op_chunks;
+};
+
+inline rc_iface *to_rc(uct_iface_h iface) { return reinterpret_cast<rc_iface *>(iface); }
 
 [[nodiscard]] ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
                                       const uct_iface_params_t *params,
                                       const uct_iface_config_t *config,
-                                      const iface::iface_settings &settings,
+                                      const rc_settings &settings,
                                       uct_iface_h *iface_p);
+
+// Shared with rc_ep.cc.
+tx_op *op_get(rc_iface *iface);
+void op_put(rc_iface *iface, tx_op *op);
+void process_send_completion(rc_iface *iface, const ibv_wc &wc);
+void dispatch_pending(rc_iface *iface);
 
 } // namespace zv::rc
 

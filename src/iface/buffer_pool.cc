@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Registered buffer pool: slab allocation and registration (slow path).
+#include "iface/buffer_pool.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sys/mman.h>
+
+namespace zv::iface {
+
+namespace {
+constexpr size_t cache_line = 64;
+
+size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+} // namespace
+
+buffer_pool::~buffer_pool()
+{
+    for (auto &s : m_slabs) {
+        int ret = ibv_dereg_mr(s.mr);
+        if (ret != 0) {
+            ucs_warn("%s: ibv_dereg_mr() of a %s slab failed: %s",
+                     m_dev->name().c_str(), m_name, strerror(ret));
+        }
+        munmap(s.mem, s.size);
+    }
+}
+
+ucs_status_t buffer_pool::init(const verbs::device *dev, const char *name,
+                               size_t payload, size_t headroom, unsigned per_slab,
+                               unsigned max_buffers, int access)
+{
+    m_dev      = dev;
+    m_name     = name;
+    m_payload  = payload;
+    m_headroom = headroom;
+    m_per_slab = (per_slab == 0) ? 1 : per_slab;
+    m_max      = max_buffers;
+    m_access   = access;
+    // [buffer][pad][recv_desc ptr][headroom][payload], payload 8-aligned.
+    m_data_offset = align_up(sizeof(buffer) + sizeof(uct_recv_desc_t *) + headroom, 8);
+    m_stride      = align_up(m_data_offset + payload, cache_line);
+    return UCS_OK;
+}
+
+ucs_status_t buffer_pool::grow()
+{
+    unsigned count = m_per_slab;
+    if (m_max != 0) {
+        if (m_allocated >= m_max) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        count = std::min(count, m_max - m_allocated);
+    }
+
+    size_t size = align_up(count * m_stride, 4096);
+    void *mem   = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        ucs_error("%s: cannot allocate %zu bytes of %s buffers: %m",
+                  m_dev->name().c_str(), size, m_name);
+        return UCS_ERR_NO_MEMORY;
+    }
+    // Never shared with a child: a forked child must not touch pages the
+    // device may still write into.
+    (void)madvise(mem, size, MADV_DONTFORK);
+    ibv_mr *mr = ibv_reg_mr(m_dev->pd(), mem, size, m_access);
+    if (mr == nullptr) {
+        ucs_error("%s: ibv_reg_mr() of %zu bytes of %s buffers failed: %m",
+                  m_dev->name().c_str(), size, m_name);
+        munmap(mem, size);
+        return verbs::status_from_errno(errno);
+    }
+    m_slabs.push_back({mem, size, mr});
+
+    for (unsigned i = 0; i < count; ++i) {
+        auto *b = reinterpret_cast<buffer *>(static_cast<char *>(mem) + i * m_stride);
+        b->pool = this;
+        b->lkey = mr->lkey;
+        b->next = m_free;
+        m_free  = b;
+    }
+    m_allocated += count;
+    return UCS_OK;
+}
+
+} // namespace zv::iface

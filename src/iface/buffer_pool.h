@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Pool of fixed-size buffers in registered memory (receive and bounce buffers).
+#ifndef ZV_IFACE_BUFFER_POOL_H
+#define ZV_IFACE_BUFFER_POOL_H
+
+#include "verbs/device.h"
+
+#include <uct/api/uct.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace zv::iface {
+
+class buffer_pool;
+
+/// UCT release descriptor that knows its interface.
+struct release_desc {
+    uct_recv_desc_t super;
+    void           *owner;
+};
+
+/// Header in front of every buffer. The payload starts at data(); for
+/// receive buffers, headroom bytes for the upper layer (UCP) sit right
+/// before it, and the uct_recv_desc_t pointer UCT expects sits right
+/// before the headroom (see uct_recv_desc() in uct/api/tl.h).
+struct buffer {
+    buffer      *next;   ///< free-list link
+    buffer_pool *pool;
+    uint32_t     lkey;
+    uint32_t     length; ///< bytes used (set by the owner)
+    uint64_t     cookie; ///< owner's use
+
+    char *data() const;
+};
+
+/// Grows by registered slabs; get()/put() are a free-list pop/push: no
+/// syscall, no lock (an interface is used by one thread at a time, as UCT
+/// requires). Not thread safe.
+class buffer_pool {
+public:
+    buffer_pool() = default;
+    ~buffer_pool();
+    buffer_pool(const buffer_pool &)            = delete;
+    buffer_pool &operator=(const buffer_pool &) = delete;
+
+    /// payload: usable bytes per buffer; headroom: bytes reserved before
+    /// the payload (receive buffers); per_slab: buffers per registration;
+    /// max_buffers: limit of the pool (0: unlimited). access: MR access.
+    [[nodiscard]] ucs_status_t init(const verbs::device *dev, const char *name,
+                                    size_t payload, size_t headroom,
+                                    unsigned per_slab, unsigned max_buffers,
+                                    int access);
+
+    /// A buffer, or nullptr when the pool is exhausted or cannot grow.
+    buffer *get()
+    {
+        if (__builtin_expect(m_free == nullptr, 0) && (grow() != UCS_OK)) {
+            return nullptr;
+        }
+        buffer *b = m_free;
+        m_free    = b->next;
+        return b;
+    }
+
+    static void put(buffer *b)
+    {
+        buffer_pool *p = b->pool;
+        b->next        = p->m_free;
+        p->m_free      = b;
+    }
+
+    /// Buffer whose payload starts at 'data'.
+    buffer *from_data(const void *data) const
+    {
+        return reinterpret_cast<buffer *>(const_cast<char *>(
+                static_cast<const char *>(data) - m_data_offset));
+    }
+
+    /// Where UCT's release pointer for 'b' lives (just before the headroom).
+    uct_recv_desc_t **recv_desc_slot(buffer *b) const
+    {
+        return reinterpret_cast<uct_recv_desc_t **>(
+                b->data() - m_headroom - sizeof(uct_recv_desc_t *));
+    }
+
+    size_t payload() const { return m_payload; }
+    size_t headroom() const { return m_headroom; }
+    size_t data_offset() const { return m_data_offset; }
+    unsigned allocated() const { return m_allocated; }
+
+private:
+    [[nodiscard]] ucs_status_t grow();
+
+    struct slab {
+        void   *mem;
+        size_t  size;
+        ibv_mr *mr;
+    };
+
+    const verbs::device *m_dev         = nullptr;
+    const char          *m_name        = "";
+    buffer              *m_free        = nullptr;
+    size_t               m_payload     = 0;
+    size_t               m_headroom    = 0;
+    size_t               m_data_offset = 0; ///< buffer header -> payload
+    size_t               m_stride      = 0;
+    unsigned             m_per_slab    = 0;
+    unsigned             m_max         = 0;
+    unsigned             m_allocated   = 0;
+    int                  m_access      = 0;
+    std::vector<slab>    m_slabs;
+};
+
+inline char *buffer::data() const
+{
+    return reinterpret_cast<char *>(const_cast<buffer *>(this)) + pool->data_offset();
+}
+
+} // namespace zv::iface
+
+#endif

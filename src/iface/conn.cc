@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connection handshake over the interface's UD QP (slow path).
+#include "iface/conn.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <cstring>
+#include <cstdlib>
+
+namespace zv::iface {
+
+namespace {
+
+constexpr uint64_t send_wr_id = ~0ull;
+constexpr unsigned grh_len    = 40;
+
+std::vector<uint8_t> gid_key(const device_addr &a)
+{
+    return std::vector<uint8_t>(a.gid, a.gid + sizeof(a.gid));
+}
+
+verbs::remote_port to_remote(const device_addr &a)
+{
+    verbs::remote_port r;
+    r.is_roce = (a.flags & 1) != 0;
+    r.lid     = a.lid;
+    std::memcpy(r.gid.raw, a.gid, sizeof(a.gid));
+    return r;
+}
+
+} // namespace
+
+conn_manager::~conn_manager()
+{
+    for (auto &p : m_passive) {
+        verbs::destroy_qp(p.second);
+    }
+    verbs::destroy_qp(m_qp);
+    for (auto &a : m_ahs) {
+        if (ibv_destroy_ah(a.second) != 0) {
+            ucs_warn("ibv_destroy_ah() failed: %m");
+        }
+    }
+    if ((m_cq != nullptr) && (ibv_destroy_cq(m_cq) != 0)) {
+        ucs_warn("ibv_destroy_cq(connection cq) failed: %m");
+    }
+    if ((m_rx_mr != nullptr) && (ibv_dereg_mr(m_rx_mr) != 0)) {
+        ucs_warn("ibv_dereg_mr(connection buffers) failed: %m");
+    }
+    std::free(m_rx_mem);
+}
+
+ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
+                                const conn_callbacks &cb, double timeout_sec)
+{
+    m_iface     = iface;
+    m_transport = transport;
+    m_cb        = cb;
+    m_timeout   = std::chrono::duration_cast<clock::duration>(
+            std::chrono::duration<double>(timeout_sec));
+
+    const verbs::device &dev = iface->md->dev;
+    m_cq = ibv_create_cq(dev.ctx(), rx_count + 64, nullptr, nullptr, 0);
+    if (m_cq == nullptr) {
+        ucs_error("%s: ibv_create_cq(connection) failed: %m", dev.name().c_str());
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ucs_status_t status = verbs::create_ud_qp(dev, *iface->port, m_cq, m_cq, 64,
+                                              rx_count, sizeof(conn_msg), qkey,
+                                              &m_qp);
+    if (status != UCS_OK) {
+        return status;
+    }
+    m_rx_mem = static_cast<char *>(std::calloc(rx_count, rx_size));
+    if (m_rx_mem == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    m_rx_mr = ibv_reg_mr(dev.pd(), m_rx_mem, rx_count * rx_size,
+                         IBV_ACCESS_LOCAL_WRITE);
+    if (m_rx_mr == nullptr) {
+        ucs_error("%s: ibv_reg_mr(connection buffers) failed: %m",
+                  dev.name().c_str());
+        return UCS_ERR_NO_RESOURCE;
+    }
+    for (unsigned i = 0; i < rx_count; ++i) {
+        post_recv(i);
+    }
+    return UCS_OK;
+}
+
+void conn_manager::post_recv(unsigned index)
+{
+    ibv_sge sge  = {};
+    sge.addr     = reinterpret_cast<uintptr_t>(m_rx_mem + index * rx_size);
+    sge.length   = rx_size;
+    sge.lkey     = m_rx_mr->lkey;
+    ibv_recv_wr wr = {};
+    wr.wr_id     = index;
+    wr.sg_list   = &sge;
+    wr.num_sge   = 1;
+    ibv_recv_wr *bad;
+    int ret = ibv_post_recv(m_qp, &wr, &bad);
+    if (ret != 0) {
+        ucs_error("qp 0x%x: ibv_post_recv() failed: %s", m_qp->qp_num, strerror(ret));
+    }
+}
+
+conn_msg conn_manager::make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn) const
+{
+    conn_msg msg  = {};
+    msg.magic     = conn_msg::magic_value;
+    msg.type      = type;
+    msg.transport = static_cast<uint8_t>(m_transport);
+    msg.conn_id   = conn_id;
+    msg.qpn       = qpn;
+    msg.ud_qpn    = m_qp->qp_num;
+    get_device_address(&m_iface->super.super,
+                       reinterpret_cast<uct_device_addr_t *>(&msg.dev));
+    return msg;
+}
+
+ucs_status_t conn_manager::ah_for(const device_addr &peer, ibv_ah **ah_p)
+{
+    auto key = gid_key(peer);
+    key.push_back(static_cast<uint8_t>(peer.lid));
+    key.push_back(static_cast<uint8_t>(peer.lid >> 8));
+    auto it = m_ahs.find(key);
+    if (it != m_ahs.end()) {
+        *ah_p = it->second;
+        return UCS_OK;
+    }
+    ibv_ah *ah;
+    ucs_status_t status = verbs::create_ah(m_iface->md->dev, *m_iface->port,
+                                           to_remote(peer), &ah);
+    if (status != UCS_OK) {
+        return status;
+    }
+    m_ahs.emplace(std::move(key), ah);
+    *ah_p = ah;
+    return UCS_OK;
+}
+
+void conn_manager::poll_send()
+{
+    // Only called when the send queue is nearly full: drain completions.
+    ibv_wc wc[16];
+    int n = ibv_poll_cq(m_cq, 16, wc);
+    for (int i = 0; i < n; ++i) {
+        if (wc[i].wr_id == send_wr_id) {
+            --m_tx_outstanding;
+        } else if (wc[i].status == IBV_WC_SUCCESS) {
+            handle(*reinterpret_cast<const conn_msg *>(
+                    m_rx_mem + wc[i].wr_id * rx_size + grh_len));
+            post_recv(static_cast<unsigned>(wc[i].wr_id));
+        }
+    }
+}
+
+ucs_status_t conn_manager::send(const device_addr &peer, uint32_t peer_ud_qpn,
+                                const conn_msg &msg)
+{
+    ibv_ah *ah;
+    ucs_status_t status = ah_for(peer, &ah);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (m_tx_outstanding >= 60) {
+        poll_send();
+        if (m_tx_outstanding >= 60) {
+            return UCS_ERR_NO_RESOURCE; // retried by the timer
+        }
+    }
+    ibv_sge sge          = {};
+    sge.addr             = reinterpret_cast<uintptr_t>(&msg);
+    sge.length           = sizeof(msg);
+    ibv_send_wr wr       = {};
+    wr.wr_id             = send_wr_id;
+    wr.opcode            = IBV_WR_SEND;
+    wr.send_flags        = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+    wr.sg_list           = &sge;
+    wr.num_sge           = 1;
+    wr.wr.ud.ah          = ah;
+    wr.wr.ud.remote_qpn  = peer_ud_qpn;
+    wr.wr.ud.remote_qkey = qkey;
+    ibv_send_wr *bad;
+    int ret = ibv_post_send(m_qp, &wr, &bad);
+    if (ret != 0) {
+        ucs_error("qp 0x%x: ibv_post_send(connection message) failed: %s",
+                  m_qp->qp_num, strerror(ret));
+        return verbs::status_from_errno(ret);
+    }
+    ++m_tx_outstanding;
+    return UCS_OK;
+}
+
+ucs_status_t conn_manager::start(uint64_t conn_id, const device_addr &peer,
+                                 uint32_t peer_ud_qpn, uint32_t local_qpn)
+{
+    auto now = clock::now();
+    connecting c;
+    c.peer        = peer;
+    c.peer_ud_qpn = peer_ud_qpn;
+    c.local_qpn   = local_qpn;
+    c.backoff     = std::chrono::milliseconds(100);
+    c.next_try    = now + c.backoff;
+    c.deadline    = now + m_timeout;
+    m_connecting[conn_id] = c;
+    // A failed first send is retried by the timer.
+    (void)send(peer, peer_ud_qpn, make_msg(conn_msg::req, conn_id, local_qpn));
+    return UCS_OK;
+}
+
+void conn_manager::stop(uint64_t conn_id)
+{
+    m_connecting.erase(conn_id);
+}
+
+void conn_manager::disconnect(uint64_t conn_id, const device_addr &peer,
+                              uint32_t peer_ud_qpn)
+{
+    (void)send(peer, peer_ud_qpn, make_msg(conn_msg::disc, conn_id, 0));
+}
+
+void conn_manager::handle(const conn_msg &msg)
+{
+    if ((msg.magic != conn_msg::magic_value) ||
+        (msg.transport != static_cast<uint8_t>(m_transport))) {
+        ucs_debug("qp 0x%x: dropped connection message with bad magic/transport",
+                  m_qp->qp_num);
+        return;
+    }
+    switch (msg.type) {
+    case conn_msg::req: {
+        passive_key key{gid_key(msg.dev), msg.ud_qpn, msg.conn_id};
+        auto it = m_passive.find(key);
+        ibv_qp *qp;
+        if (it != m_passive.end()) {
+            qp = it->second; // duplicate REQ: answer again
+        } else {
+            if (m_cb.accept(m_cb.arg, to_remote(msg.dev), msg.qpn & 0xffffff, &qp) !=
+                UCS_OK) {
+                return; // logged by accept; the peer retries
+            }
+            m_passive.emplace(std::move(key), qp);
+        }
+        (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qp->qp_num));
+        break;
+    }
+    case conn_msg::rep: {
+        auto it = m_connecting.find(msg.conn_id);
+        if (it == m_connecting.end()) {
+            return; // duplicate or stale
+        }
+        m_connecting.erase(it);
+        m_cb.established(m_cb.arg, msg.conn_id, msg.qpn & 0xffffff);
+        break;
+    }
+    case conn_msg::disc: {
+        auto it = m_passive.find(passive_key{gid_key(msg.dev), msg.ud_qpn, msg.conn_id});
+        if (it != m_passive.end()) {
+            verbs::destroy_qp(it->second);
+            m_passive.erase(it);
+        }
+        break;
+    }
+    default:
+        ucs_debug("qp 0x%x: dropped connection message of unknown type %u",
+                  m_qp->qp_num, msg.type);
+    }
+}
+
+unsigned conn_manager::progress()
+{
+    ibv_wc wc[16];
+    unsigned count = 0;
+    int n          = ibv_poll_cq(m_cq, 16, wc);
+    for (int i = 0; i < n; ++i) {
+        if (wc[i].wr_id == send_wr_id) {
+            --m_tx_outstanding;
+            continue;
+        }
+        unsigned index = static_cast<unsigned>(wc[i].wr_id);
+        if ((wc[i].status == IBV_WC_SUCCESS) &&
+            (wc[i].byte_len >= grh_len + sizeof(conn_msg))) {
+            conn_msg msg;
+            std::memcpy(&msg, m_rx_mem + index * rx_size + grh_len, sizeof(msg));
+            handle(msg);
+            ++count;
+        } else if (wc[i].status != IBV_WC_SUCCESS) {
+            ucs_debug("qp 0x%x: connection receive failed: %s", m_qp->qp_num,
+                      ibv_wc_status_str(wc[i].status));
+        }
+        post_recv(index);
+    }
+
+    if (!m_connecting.empty()) {
+        auto now = clock::now();
+        for (auto it = m_connecting.begin(); it != m_connecting.end();) {
+            connecting &c = it->second;
+            uint64_t id   = it->first;
+            ++it; // the callback may erase id
+            if (now >= c.deadline) {
+                m_connecting.erase(id);
+                m_cb.timed_out(m_cb.arg, id);
+            } else if (now >= c.next_try) {
+                c.backoff  = std::min<clock::duration>(c.backoff * 2,
+                                                       std::chrono::seconds(1));
+                c.next_try = now + c.backoff;
+                (void)send(c.peer, c.peer_ud_qpn,
+                           make_msg(conn_msg::req, id, c.local_qpn));
+            }
+        }
+    }
+    return count;
+}
+
+} // namespace zv::iface

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Queue pairs: creation and the INIT->RTR->RTS bring-up, in one place.
+#ifndef ZV_VERBS_QP_H
+#define ZV_VERBS_QP_H
+
+#include "verbs/device.h"
+
+namespace zv::verbs {
+
+/// Where a peer's port is: what an address handle or an RC path needs.
+struct remote_port {
+    bool     is_roce = false;
+    uint16_t lid     = 0;
+    ibv_gid  gid     = {};
+};
+
+/// Parameters of a connected (RC or UC) queue pair.
+struct connected_qp_params {
+    ibv_qp_type type            = IBV_QPT_RC;
+    unsigned    max_send_wr     = 256;
+    unsigned    max_send_sge    = 4;
+    unsigned    max_inline      = 128;
+    ibv_cq     *send_cq         = nullptr;
+    ibv_cq     *recv_cq         = nullptr;
+    ibv_srq    *srq             = nullptr;
+};
+
+/// Transport timing of a connected QP (RC only: UC has no acks).
+struct rc_timing {
+    uint8_t timeout       = 18; ///< 4.096us * 2^timeout per retry
+    uint8_t retry_cnt     = 6;  ///< 7 means "forever" on some devices: avoid
+    uint8_t rnr_retry     = 7;  ///< receiver-not-ready: retry forever
+    uint8_t min_rnr_timer = 12; ///< 0.64 ms
+    uint8_t max_rd_atomic = 4;  ///< outstanding RDMA READ/atomics
+};
+
+/// Create an RC or UC QP in RESET state; *max_inline is what the device
+/// granted. Errors are logged with errno.
+[[nodiscard]] ucs_status_t create_connected_qp(const device &dev,
+                                               const connected_qp_params &params,
+                                               ibv_qp **qp_p, unsigned *max_inline);
+
+/// RESET -> INIT -> RTR -> RTS for an RC/UC QP towards remote_qpn. The
+/// access flags are what peers may do to our memory through this QP.
+[[nodiscard]] ucs_status_t connect_qp(ibv_qp *qp, const port_info &port,
+                                      const remote_port &remote,
+                                      uint32_t remote_qpn, int access,
+                                      const rc_timing &timing);
+
+/// Create a UD QP and bring it to RTS with the given qkey.
+[[nodiscard]] ucs_status_t create_ud_qp(const device &dev, const port_info &port,
+                                        ibv_cq *send_cq, ibv_cq *recv_cq,
+                                        unsigned max_send_wr, unsigned max_recv_wr,
+                                        unsigned max_inline, uint32_t qkey,
+                                        ibv_qp **qp_p);
+
+/// Address handle towards a peer's port.
+[[nodiscard]] ucs_status_t create_ah(const device &dev, const port_info &port,
+                                     const remote_port &remote, ibv_ah **ah_p);
+
+/// Destroy a QP, warning (not failing) on error.
+void destroy_qp(ibv_qp *qp);
+
+/// Move a QP to the ERROR state (flushes its outstanding work requests).
+void qp_to_error(ibv_qp *qp);
+
+/// Human-readable name of a work-completion status, and its UCX status.
+const char *wc_status_str(ibv_wc_status status);
+[[nodiscard]] ucs_status_t status_from_wc(ibv_wc_status status);
+
+} // namespace zv::verbs
+
+#endif

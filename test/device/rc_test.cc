@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rc_zv at the UCT level: active messages, RMA, atomics, flush, pending,
+// many endpoints, remote access errors. Data is checked on every transfer.
+#include "uct_fixture.h"
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace zv::test {
+
+namespace {
+
+void fill(void *p, size_t len, unsigned seed)
+{
+    auto *b = static_cast<uint8_t *>(p);
+    for (size_t i = 0; i < len; ++i) {
+        b[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+    }
+}
+
+bool check(const void *p, size_t len, unsigned seed)
+{
+    std::vector<uint8_t> want(len);
+    fill(want.data(), len, seed);
+    return std::memcmp(p, want.data(), len) == 0;
+}
+
+struct am_sink {
+    std::vector<std::vector<uint8_t>> messages;
+    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
+    {
+        auto *self = static_cast<am_sink *>(arg);
+        auto *b    = static_cast<uint8_t *>(data);
+        self->messages.emplace_back(b, b + length);
+        return UCS_OK;
+    }
+};
+
+struct pack_arg {
+    const void *src;
+    size_t      len;
+};
+
+size_t pack_cb(void *dest, void *arg)
+{
+    auto *a = static_cast<pack_arg *>(arg);
+    std::memcpy(dest, a->src, a->len);
+    return a->len;
+}
+
+void unpack_cb(void *arg, const void *data, size_t length)
+{
+    std::memcpy(arg, data, length);
+}
+
+struct counting_comp {
+    uct_completion_t super;
+    int              done = 0;
+    ucs_status_t     status = UCS_OK;
+    static void cb(uct_completion_t *self)
+    {
+        auto *c = reinterpret_cast<counting_comp *>(self);
+        ++c->done;
+        c->status = self->status;
+    }
+    explicit counting_comp(int count = 1)
+    {
+        super.func   = cb;
+        super.count  = count;
+        super.status = UCS_OK;
+    }
+};
+
+class rc_zv : public uct_test {};
+
+TEST_F(rc_zv, advertises_what_it_implements)
+{
+    const uint64_t f = m_a.attr.cap.flags;
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_AM_BCOPY);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_AM_ZCOPY);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_PUT_ZCOPY);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_GET_ZCOPY);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_PENDING);
+    EXPECT_FALSE(f & UCT_IFACE_FLAG_CONNECT_TO_EP);
+    EXPECT_GT(m_a.attr.bandwidth.shared, 0);
+    EXPECT_EQ(19u, m_a.attr.device_addr_len);
+}
+
+TEST_F(rc_zv, am_short_bcopy_zcopy_data_checked)
+{
+    am_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, 5, am_sink::handler, &sink, 0));
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+
+    // short: header + payload up to max_short
+    std::vector<uint8_t> payload(m_a.attr.cap.am.max_short);
+    fill(payload.data(), payload.size(), 1);
+    uint64_t hdr = 0x1122334455667788ull;
+    ucs_status_t st;
+    ASSERT_TRUE(wait_for([&] {
+        st = uct_ep_am_short(ep, 5, hdr, payload.data(), static_cast<unsigned>(payload.size()));
+        return st != UCS_ERR_NO_RESOURCE;
+    }));
+    ASSERT_EQ(UCS_OK, st);
+
+    // bcopy: 1 B .. max_bcopy
+    std::vector<size_t> sizes = {1, 7, 64, 1000, 4096, m_a.attr.cap.am.max_bcopy};
+    std::vector<uint8_t> src(m_a.attr.cap.am.max_bcopy);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        fill(src.data(), sizes[i], 10 + static_cast<unsigned>(i));
+        pack_arg arg{src.data(), sizes[i]};
+        ssize_t len;
+        ASSERT_TRUE(wait_for([&] {
+            len = uct_ep_am_bcopy(ep, 5, pack_cb, &arg, 0);
+            return len != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(static_cast<ssize_t>(sizes[i]), len);
+    }
+
+    // zcopy: header + registered payload
+    region r = reg(m_a.attr.cap.am.max_zcopy, UCT_MD_MEM_ACCESS_ALL);
+    uint64_t zhdr = 42;
+    size_t zlen   = m_a.attr.cap.am.max_zcopy - sizeof(zhdr);
+    fill(r.addr, zlen, 99);
+    uct_iov_t iov = {r.addr, zlen, r.memh, 0, 1};
+    counting_comp comp;
+    ASSERT_TRUE(wait_for([&] {
+        st = uct_ep_am_zcopy(ep, 5, &zhdr, sizeof(zhdr), &iov, 1, 0, &comp.super);
+        return st != UCS_ERR_NO_RESOURCE;
+    }));
+    ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
+    size_t expected = 2 + sizes.size();
+    ASSERT_TRUE(wait_for([&] { return sink.messages.size() == expected; }));
+    if (st == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for([&] { return comp.done == 1; }));
+        EXPECT_EQ(UCS_OK, comp.status);
+    }
+
+    ASSERT_EQ(sizeof(hdr) + payload.size(), sink.messages[0].size());
+    EXPECT_EQ(0, std::memcmp(sink.messages[0].data(), &hdr, sizeof(hdr)));
+    EXPECT_EQ(0, std::memcmp(sink.messages[0].data() + 8, payload.data(), payload.size()));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        ASSERT_EQ(sizes[i], sink.messages[1 + i].size());
+        EXPECT_TRUE(check(sink.messages[1 + i].data(), sizes[i], 10 + static_cast<unsigned>(i)))
+                << "am_bcopy of " << sizes[i] << " bytes";
+    }
+    auto &z = sink.messages.back();
+    ASSERT_EQ(sizeof(zhdr) + zlen, z.size());
+    EXPECT_EQ(0, std::memcmp(z.data(), &zhdr, sizeof(zhdr)));
+    EXPECT_TRUE(check(z.data() + sizeof(zhdr), zlen, 99));
+    dereg(r);
+}
+
+TEST_F(rc_zv, put_and_get_1B_to_4MiB_data_checked)
+{
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    const size_t max = 4u << 20;
+    region local  = reg(max, UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    region remote = reg(max, UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_REMOTE_GET);
+    unsigned seed = 0;
+    for (size_t size = 1; size <= max; size *= 4) {
+        ++seed;
+        // put_zcopy: local -> remote
+        fill(local.addr, size, seed);
+        std::memset(remote.addr, 0, size);
+        uct_iov_t iov = {local.addr, size, local.memh, 0, 1};
+        counting_comp c1;
+        ucs_status_t st;
+        ASSERT_TRUE(wait_for([&] {
+            st = uct_ep_put_zcopy(ep, &iov, 1, (uintptr_t)remote.addr, remote.rkey.rkey, &c1.super);
+            return st != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_INPROGRESS, st);
+        ASSERT_TRUE(wait_for([&] { return c1.done == 1; }));
+        EXPECT_EQ(UCS_OK, c1.status);
+        EXPECT_TRUE(check(remote.addr, size, seed)) << "put_zcopy " << size;
+
+        // get_zcopy: remote -> local
+        fill(remote.addr, size, seed + 100);
+        std::memset(local.addr, 0, size);
+        counting_comp c2;
+        ASSERT_TRUE(wait_for([&] {
+            st = uct_ep_get_zcopy(ep, &iov, 1, (uintptr_t)remote.addr, remote.rkey.rkey, &c2.super);
+            return st != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_INPROGRESS, st);
+        ASSERT_TRUE(wait_for([&] { return c2.done == 1; }));
+        EXPECT_EQ(UCS_OK, c2.status);
+        EXPECT_TRUE(check(local.addr, size, seed + 100)) << "get_zcopy " << size;
+
+        if (size <= m_a.attr.cap.put.max_bcopy) {
+            // put_bcopy from unregistered memory, then get_bcopy back
+            std::vector<uint8_t> src(size), dst(size);
+            fill(src.data(), size, seed + 200);
+            pack_arg arg{src.data(), size};
+            ssize_t len;
+            ASSERT_TRUE(wait_for([&] {
+                len = uct_ep_put_bcopy(ep, pack_cb, &arg, (uintptr_t)remote.addr, remote.rkey.rkey);
+                return len != UCS_ERR_NO_RESOURCE;
+            }));
+            ASSERT_EQ(static_cast<ssize_t>(size), len);
+            counting_comp c3;
+            ASSERT_TRUE(wait_for([&] {
+                st = uct_ep_get_bcopy(ep, unpack_cb, dst.data(), size, (uintptr_t)remote.addr,
+                                      remote.rkey.rkey, &c3.super);
+                return st != UCS_ERR_NO_RESOURCE;
+            }));
+            ASSERT_EQ(UCS_INPROGRESS, st);
+            ASSERT_TRUE(wait_for([&] { return c3.done == 1; }));
+            EXPECT_TRUE(check(dst.data(), size, seed + 200)) << "put/get_bcopy " << size;
+        }
+        if (size <= m_a.attr.cap.put.max_short) {
+            std::vector<uint8_t> src(size);
+            fill(src.data(), size, seed + 300);
+            ASSERT_TRUE(wait_for([&] {
+                st = uct_ep_put_short(ep, src.data(), static_cast<unsigned>(size),
+                                      (uintptr_t)remote.addr, remote.rkey.rkey);
+                return st != UCS_ERR_NO_RESOURCE;
+            }));
+            ASSERT_EQ(UCS_OK, st);
+            counting_comp f;
+            st = uct_ep_flush(ep, 0, &f.super);
+            if (st == UCS_INPROGRESS) {
+                ASSERT_TRUE(wait_for([&] { return f.done == 1; }));
+            } else {
+                ASSERT_EQ(UCS_OK, st);
+            }
+            EXPECT_TRUE(check(remote.addr, size, seed + 300)) << "put_short " << size;
+        }
+    }
+    dereg(local);
+    dereg(remote);
+}
+
+TEST_F(rc_zv, atomics_64)
+{
+    if (!(m_a.attr.cap.flags & UCT_IFACE_FLAG_ATOMIC_DEVICE)) {
+        GTEST_SKIP() << "device reports no atomics";
+    }
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    region remote = reg(4096, UCT_MD_MEM_ACCESS_REMOTE_ATOMIC);
+    auto *value   = static_cast<uint64_t *>(remote.addr);
+    *value        = 1000;
+    uint64_t result = 0;
+    counting_comp c1;
+    ucs_status_t st = uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 5, &result,
+                                            (uintptr_t)value, remote.rkey.rkey, &c1.super);
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    ASSERT_TRUE(wait_for([&] { return c1.done == 1; }));
+    EXPECT_EQ(1000u, result);
+    EXPECT_EQ(1005u, *value);
+
+    counting_comp c2;
+    st = uct_ep_atomic_cswap64(ep, 1005, 7, (uintptr_t)value, remote.rkey.rkey, &result,
+                               &c2.super);
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    ASSERT_TRUE(wait_for([&] { return c2.done == 1; }));
+    EXPECT_EQ(1005u, result);
+    EXPECT_EQ(7u, *value);
+
+    ASSERT_EQ(UCS_OK, uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, 3, (uintptr_t)value,
+                                           remote.rkey.rkey));
+    counting_comp f;
+    st = uct_ep_flush(ep, 0, &f.super);
+    if (st == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for([&] { return f.done == 1; }));
+    }
+    EXPECT_EQ(10u, *value);
+    dereg(remote);
+}
+
+TEST_F(rc_zv, pending_under_full_send_queue_and_flush)
+{
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    region remote = reg(1 << 20, UCT_MD_MEM_ACCESS_REMOTE_PUT);
+    std::vector<uint64_t> src(4096);
+    std::iota(src.begin(), src.end(), 1);
+    // Fill the send queue without progressing.
+    unsigned posted = 0;
+    ucs_status_t st;
+    while ((st = uct_ep_put_short(ep, &src[posted % src.size()], 8,
+                                  (uintptr_t)remote.addr + 8 * (posted % 4096),
+                                  remote.rkey.rkey)) == UCS_OK) {
+        ++posted;
+        ASSERT_LT(posted, 100000u) << "send queue never filled";
+    }
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, st);
+    EXPECT_GT(posted, 0u);
+
+    struct pend {
+        uct_pending_req_t super;
+        uct_ep_h          ep;
+        uint64_t          value;
+        uint64_t          addr;
+        uct_rkey_t        rkey;
+        int               calls = 0;
+        static ucs_status_t cb(uct_pending_req_t *self)
+        {
+            auto *p = reinterpret_cast<pend *>(self);
+            ++p->calls;
+            return uct_ep_put_short(p->ep, &p->value, 8, p->addr, p->rkey);
+        }
+    } req;
+    req.super.func = pend::cb;
+    req.ep         = ep;
+    req.value      = 0xfeedfacecafebeefull;
+    req.addr       = (uintptr_t)remote.addr + (1 << 19);
+    req.rkey       = remote.rkey.rkey;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep, &req.super, 0));
+    ASSERT_TRUE(wait_for([&] { return req.calls > 0; })) << "pending never dispatched";
+
+    counting_comp f;
+    ASSERT_TRUE(wait_for([&] {
+        st = uct_ep_flush(ep, 0, &f.super);
+        return st != UCS_ERR_NO_RESOURCE;
+    }));
+    if (st == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for([&] { return f.done == 1; }));
+    } else {
+        ASSERT_EQ(UCS_OK, st);
+    }
+    uint64_t got;
+    std::memcpy(&got, static_cast<char *>(remote.addr) + (1 << 19), 8);
+    EXPECT_EQ(req.value, got);
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_a.iface, 0, nullptr));
+    dereg(remote);
+}
+
+TEST_F(rc_zv, many_endpoints_in_one_process)
+{
+    am_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, 7, am_sink::handler, &sink, 0));
+    const unsigned count = 128;
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < count; ++i) {
+        uct_ep_h ep = connect(m_a, m_b);
+        ASSERT_NE(nullptr, ep) << i;
+        eps.push_back(ep);
+    }
+    for (unsigned i = 0; i < count; ++i) {
+        uint64_t hdr = i;
+        ucs_status_t st;
+        ASSERT_TRUE(wait_for([&] {
+            st = uct_ep_am_short(eps[i], 7, hdr, nullptr, 0);
+            return st != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_OK, st);
+    }
+    ASSERT_TRUE(wait_for([&] { return sink.messages.size() == count; }));
+    std::vector<bool> seen(count);
+    for (auto &m : sink.messages) {
+        uint64_t v;
+        ASSERT_EQ(8u, m.size());
+        std::memcpy(&v, m.data(), 8);
+        ASSERT_LT(v, count);
+        seen[v] = true;
+    }
+    EXPECT_EQ(count, std::count(seen.begin(), seen.end(), true));
+}
+
+TEST_F(rc_zv, access_outside_registration_is_an_endpoint_error)
+{
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    region local  = reg(8192, UCT_MD_MEM_ACCESS_LOCAL_READ);
+    region remote = reg(4096, UCT_MD_MEM_ACCESS_REMOTE_PUT);
+    std::memset(remote.addr, 0xab, 4096);
+    // 8 KiB into a 4 KiB registration: the device must refuse it.
+    uct_iov_t iov = {local.addr, 8192, local.memh, 0, 1};
+    counting_comp c;
+    ucs_status_t st = uct_ep_put_zcopy(ep, &iov, 1, (uintptr_t)remote.addr,
+                                       remote.rkey.rkey, &c.super);
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    ASSERT_TRUE(wait_for([&] { return c.done == 1; }));
+    EXPECT_NE(UCS_OK, c.status);
+    EXPECT_EQ(1u, s_ep_errors);
+    EXPECT_NE(UCS_OK, s_last_ep_error);
+    // Nothing beyond what the rkey grants was written, nothing inside either.
+    EXPECT_EQ(0xab, static_cast<uint8_t *>(remote.addr)[0]);
+    EXPECT_EQ(0xab, static_cast<uint8_t *>(remote.addr)[4095]);
+    dereg(local);
+    dereg(remote);
+}
+
+} // namespace
+} // namespace zv::test

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Device-test fixture: two zv interfaces on the first active port, connected.
+#ifndef ZV_TEST_DEVICE_UCT_FIXTURE_H
+#define ZV_TEST_DEVICE_UCT_FIXTURE_H
+
+#include <gtest/gtest.h>
+#include <uct/api/uct.h>
+#include <ucs/async/async_fwd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace zv::test {
+
+/// An opened zv md + worker + one interface of transport 'tl'.
+struct uct_side {
+    ucs_async_context_t *async  = nullptr;
+    uct_worker_h         worker = nullptr;
+    uct_iface_h          iface  = nullptr;
+    uct_iface_attr_t     attr   = {};
+    std::vector<char>    dev_addr;
+    std::vector<char>    iface_addr;
+};
+
+class uct_test : public ::testing::Test {
+protected:
+    /// Transport under test (rc_zv for now; a parameter as transports land).
+    virtual const char *tl_name() const { return "rc_zv"; }
+
+    void SetUp() override;
+    void TearDown() override;
+
+    /// Open one more interface (a peer) on the same md.
+    void open_side(uct_side &side, const char *extra_env_unused = nullptr);
+    void close_side(uct_side &side);
+    /// Connect an endpoint of 'from' to 'to' and wait until it can send.
+    uct_ep_h connect(uct_side &from, uct_side &to);
+    /// Progress both sides once.
+    unsigned progress();
+    /// Progress until pred() or timeout (seconds); returns pred().
+    template <typename P> bool wait_for(P pred, double timeout = 30.0);
+
+    struct region {
+        void      *addr = nullptr;
+        size_t     length = 0;
+        uct_mem_h  memh = UCT_MEM_HANDLE_NULL;
+        uct_rkey_bundle_t rkey = {};
+    };
+    region reg(size_t length, unsigned flags);
+    void dereg(region &r);
+
+    uct_component_h m_component = nullptr;
+    uct_md_h        m_md        = nullptr;
+    uct_md_attr_t   m_md_attr   = {};
+    std::string     m_dev;
+    uct_side        m_a, m_b;
+    std::vector<uct_ep_h> m_eps;
+public:
+    static void note_ep_error(ucs_status_t status);
+
+protected:
+    static ucs_status_t s_last_ep_error;
+    static unsigned     s_ep_errors;
+};
+
+void uct_test_error_hook(ucs_status_t status);
+
+template <typename P> bool uct_test::wait_for(P pred, double timeout)
+{
+    auto start = std::chrono::steady_clock::now();
+    while (!pred()) {
+        progress();
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                    .count() > timeout) {
+            return pred();
+        }
+    }
+    return true;
+}
+
+} // namespace zv::test
+
+#endif
