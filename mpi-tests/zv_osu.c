@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* OSU-style point-to-point benchmark with data validated on every receive.
+ *
+ * usage: zv_osu [-t lat|bw|bibw] [-s MIN] [-S MAX] [-i ITERS] [-w WINDOW]
+ *               [-F] [-q]
+ *   -t  test: latency (ping-pong), bandwidth (window of sends), bi-directional
+ *   -s/-S  smallest and largest message size (bytes, powers of 2 between)
+ *   -i  iterations at small sizes (fewer at large sizes, at least 5)
+ *   -w  messages in flight per window (bw, bibw)
+ *   -F  send from a freshly allocated buffer every iteration (malloc/free
+ *       between sends, to exercise the registration cache)
+ * Two ranks. Prints "size  value  errors" lines; exits 1 on any data error.
+ */
+#include <mpi.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void fill(unsigned char *p, size_t len, unsigned seed)
+{
+    size_t i;
+    for (i = 0; i < len; ++i) {
+        p[i] = (unsigned char)((i * 131u + seed * 7u + (i >> 8)) & 0xffu);
+    }
+}
+
+static unsigned long check(const unsigned char *p, size_t len, unsigned seed)
+{
+    unsigned long bad = 0;
+    size_t i;
+    for (i = 0; i < len; ++i) {
+        bad += p[i] != (unsigned char)((i * 131u + seed * 7u + (i >> 8)) & 0xffu);
+    }
+    return bad ? 1 : 0;
+}
+
+static unsigned char *get_buf(size_t len, int fresh, unsigned char *fixed)
+{
+    unsigned char *b;
+    if (!fresh) {
+        return fixed;
+    }
+    b = malloc(len ? len : 1);
+    if (b == NULL) {
+        fprintf(stderr, "out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return b;
+}
+
+static void put_buf(unsigned char *b, int fresh)
+{
+    if (fresh) {
+        free(b);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *test = "lat";
+    size_t min = 1, max = 4u << 20, size;
+    int iters = 1000, window = 16, fresh = 0, quiet = 0, opt;
+    int rank, nranks, peer;
+    unsigned long errors = 0, total_errors = 0;
+    unsigned char *sbuf, *rbuf;
+    unsigned seed = 1;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    while ((opt = getopt(argc, argv, "t:s:S:i:w:Fq")) != -1) {
+        switch (opt) {
+        case 't': test = optarg; break;
+        case 's': min = strtoul(optarg, NULL, 0); break;
+        case 'S': max = strtoul(optarg, NULL, 0); break;
+        case 'i': iters = atoi(optarg); break;
+        case 'w': window = atoi(optarg); break;
+        case 'F': fresh = 1; break;
+        case 'q': quiet = 1; break;
+        default:
+            if (rank == 0) fprintf(stderr, "bad option\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if ((nranks != 2) || (min == 0) || (max < min) || (iters < 1) || (window < 1) ||
+        (strcmp(test, "lat") && strcmp(test, "bw") && strcmp(test, "bibw"))) {
+        if (rank == 0) fprintf(stderr, "usage: 2 ranks; -t lat|bw|bibw, 0 < -s <= -S\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    peer = 1 - rank;
+    sbuf = malloc(max * (size_t)window);
+    rbuf = malloc(max * (size_t)window);
+    if ((sbuf == NULL) || (rbuf == NULL)) {
+        fprintf(stderr, "out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if ((rank == 0) && !quiet) {
+        printf("# zv_osu %s%s: size  %s  errors\n", test, fresh ? " (fresh buffers)" : "",
+               strcmp(test, "lat") ? "MB/s" : "usec");
+    }
+
+    for (size = min; size <= max; size *= 2) {
+        int n = iters, warm, i, w;
+        double t0 = 0, t1;
+        if (size > 8192) {
+            n = (int)((size_t)iters * 8192 / size);
+        }
+        if (n < 5) n = 5;
+        warm = n / 10 + 1;
+        errors = 0;
+        MPI_Barrier(MPI_COMM_WORLD);
+
+        if (!strcmp(test, "lat")) {
+            for (i = 0; i < n + warm; ++i) {
+                unsigned char *s = get_buf(size, fresh, sbuf);
+                if (i == warm) t0 = MPI_Wtime();
+                ++seed;
+                if (rank == 0) {
+                    fill(s, size, seed);
+                    MPI_Send(s, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                    MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    errors += check(rbuf, size, seed + 1000);
+                } else {
+                    MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    errors += check(rbuf, size, seed);
+                    fill(s, size, seed + 1000);
+                    MPI_Send(s, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                }
+                put_buf(s, fresh);
+            }
+            t1 = MPI_Wtime();
+            if (rank == 0 && !quiet) {
+                printf("%zu %.2f %lu\n", size, (t1 - t0) * 1e6 / (2.0 * n), errors);
+            }
+        } else {
+            int win = window;
+            int bidir = !strcmp(test, "bibw");
+            MPI_Request reqs[2 * 256];
+            if ((size_t)win * size > (64u << 20)) {
+                win = (int)((64u << 20) / size);
+                if (win < 1) win = 1;
+            }
+            if (win > 256) win = 256;
+            n = n / win + 2;
+            warm = 1;
+            for (i = 0; i < n + warm; ++i) {
+                int nreq = 0;
+                unsigned char *s = get_buf(size * (size_t)win, fresh, sbuf);
+                char ack = 0;
+                if (i == warm) t0 = MPI_Wtime();
+                ++seed;
+                if ((rank == 0) || bidir) {
+                    for (w = 0; w < win; ++w) {
+                        fill(s + (size_t)w * size, size, seed * 31u + (unsigned)w + (unsigned)rank);
+                        MPI_Isend(s + (size_t)w * size, (int)size, MPI_BYTE, peer, 2,
+                                  MPI_COMM_WORLD, &reqs[nreq++]);
+                    }
+                }
+                if ((rank == 1) || bidir) {
+                    for (w = 0; w < win; ++w) {
+                        MPI_Irecv(rbuf + (size_t)w * size, (int)size, MPI_BYTE, peer, 2,
+                                  MPI_COMM_WORLD, &reqs[nreq++]);
+                    }
+                }
+                MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
+                if ((rank == 1) || bidir) {
+                    for (w = 0; w < win; ++w) {
+                        errors += check(rbuf + (size_t)w * size, size,
+                                        seed * 31u + (unsigned)w + (unsigned)peer);
+                    }
+                }
+                if (rank == 1) {
+                    MPI_Send(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+                } else {
+                    MPI_Recv(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                }
+                put_buf(s, fresh);
+            }
+            t1 = MPI_Wtime();
+            {
+                unsigned long e_all = 0;
+                double mbs = (double)size * win * n * (bidir ? 2 : 1) / (t1 - t0) / 1e6;
+                MPI_Reduce(&errors, &e_all, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+                if (rank == 0 && !quiet) {
+                    printf("%zu %.2f %lu\n", size, mbs, e_all);
+                }
+                errors = e_all;
+            }
+        }
+        {
+            unsigned long e = errors, e_all = 0;
+            MPI_Allreduce(&e, &e_all, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+            total_errors += e_all;
+        }
+        fflush(stdout);
+        if (size > max / 2) break; /* avoid overflow at the top */
+    }
+    if (rank == 0 && total_errors) {
+        fprintf(stderr, "zv_osu: %lu message(s) arrived corrupted\n", total_errors);
+    }
+    free(sbuf);
+    free(rbuf);
+    MPI_Finalize();
+    return total_errors ? 1 : 0;
+}
