@@ -659,8 +659,20 @@ void process_send_completion(rc_iface *iface, const ibv_wc &wc)
         retire_op(iface, op, status);
     }
 
-    if (ep->destroyed && (ep_outstanding(ep) == 0)) {
+    if (ep->destroyed && (ep_outstanding(ep) == 0) && !iface->in_completion) {
         free_ep(ep);
+    } else if (ep->destroyed && (ep_outstanding(ep) == 0)) {
+        ++iface->deferred_frees; // freed by free_deferred() after the batch
+    }
+}
+
+void free_deferred(rc_iface *iface)
+{
+    iface->deferred_frees = 0;
+    for (rc_ep *ep : iface->slots) {
+        if ((ep != nullptr) && ep->destroyed && (ep_outstanding(ep) == 0)) {
+            free_ep(ep);
+        }
     }
 }
 
@@ -788,7 +800,13 @@ void ep_destroy(uct_ep_h uct_ep)
     ep->ops_tail = nullptr;
     ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
     if (ep_outstanding(ep) == 0) {
-        free_ep(ep);
+        if (!iface->in_completion) {
+            free_ep(ep);
+        } else {
+            ep->destroyed = true;
+            ep->st        = rc_ep::state::failed;
+            ++iface->deferred_frees;
+        }
         return;
     }
     // Send WRs are still owned by the device: flush them and free the
@@ -796,7 +814,9 @@ void ep_destroy(uct_ep_h uct_ep)
     ep->destroyed = true;
     ep->st        = rc_ep::state::failed;
     ep->error     = UCS_ERR_CANCELED;
-    verbs::qp_to_error(ep->qp);
+    if (ep_outstanding(ep) > 0) {
+        verbs::qp_to_error(ep->qp);
+    }
 }
 
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer,

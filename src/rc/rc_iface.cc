@@ -123,8 +123,15 @@ unsigned poll_tx(rc_iface *iface)
 {
     ibv_wc wc[tx_poll_batch];
     int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
+    // Completion and error callbacks may destroy endpoints: while this is
+    // set, ep_destroy() leaves the freeing to process_send_completion().
+    iface->in_completion = true;
     for (int i = 0; i < n; ++i) {
         process_send_completion(iface, wc[i]);
+    }
+    iface->in_completion = false;
+    if (__builtin_expect(iface->deferred_frees > 0, 0)) {
+        free_deferred(iface);
     }
     if ((n > 0) && (iface->pending_eps != nullptr)) {
         dispatch_pending(iface);

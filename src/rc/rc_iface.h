@@ -66,6 +66,8 @@ struct rc_iface {
     std::vector<uint32_t>   free_slots;
     std::unordered_map<uint64_t, rc_ep *> connecting; ///< conn_id -> ep
     rc_ep                  *pending_eps = nullptr;  ///< eps with queued requests
+    bool                    in_completion = false;  ///< inside a completion callback
+    unsigned                deferred_frees = 0;     ///< eps destroyed meanwhile
 
     // Free list of tx_op, grown in chunks.
     tx_op                  *free_ops = nullptr;
@@ -85,6 +87,7 @@ tx_op *op_get(rc_iface *iface);
 void op_put(rc_iface *iface, tx_op *op);
 void process_send_completion(rc_iface *iface, const ibv_wc &wc);
 void dispatch_pending(rc_iface *iface);
+void free_deferred(rc_iface *iface);
 
 } // namespace zv::rc
 
