@@ -35,6 +35,33 @@ cat "$tmp/dbg"
 check "md debug log shows port mtu $port_mtu and a GID" \
       grep -q "active mtu $port_mtu, .* MB/s, gid\[[0-9]*\] " "$tmp/dbg"
 
+# ---- rc_zv at the UCT level (data checked 1 B .. 4 MiB, atomics, flush,
+# pending, 128 endpoints, remote access errors)
+ZV_REQUIRE_DEVICE=1 "$b/test/device/zv_device" > "$tmp/uct.out" 2>&1
+rc=$?
+grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$tmp/uct.out" | head -40
+check "UCT tests (test/device/zv_device)" test $rc = 0
+check "UCT tests: nothing skipped" bash -c "! grep -q '^\[  SKIPPED \]' '$tmp/uct.out'"
+
+# ---- UCP level: ucx_perftest with rc_zv alone (no auxiliary transport)
+perftest() { # name test size
+    local name=$1 t=$2 size=$3 port=$((13337 + RANDOM % 1000))
+    LD_PRELOAD=$mod UCX_TLS=rc_zv,self UCX_NET_DEVICES="$dev:1" \
+        timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 > "$tmp/ps.$name" 2>&1 &
+    local spid=$!
+    sleep 1
+    LD_PRELOAD=$mod UCX_TLS=rc_zv,self UCX_NET_DEVICES="$dev:1" \
+        timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 127.0.0.1 > "$tmp/pc.$name" 2>&1
+    local crc=$?
+    wait $spid; local src=$?
+    tail -n 3 "$tmp/pc.$name"
+    check "ucx_perftest $t $size B over rc_zv,self" test $crc = 0 -a $src = 0
+}
+perftest tag_lat tag_lat 8
+perftest tag_bw tag_bw 1048576
+perftest put_bw ucp_put_bw 1048576
+perftest get_bw ucp_get 1048576
+
 # ---- Open MPI: the installed component brings the module in, no LD_PRELOAD.
 # The VM's root is an overlay: installing here changes nothing on the host.
 if make -C "$b" install > "$tmp/install.log" 2>&1; then
@@ -52,6 +79,22 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     rc=$?
     cat "$tmp/pu"
     check "pml ucx starts with pml_ucx_tls=rc_zv (no LD_PRELOAD)" test $rc = 0
+    for tls in rc_zv,self rc_zv,sm,self; do
+        for t in lat bw; do
+            mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
+                --mca pml_ucx_devices "$dev" -x UCX_TLS=$tls -x UCX_NET_DEVICES="$dev:1" \
+                "$b/mpi-tests/zv_osu" -t $t -S 4194304 -i 20 > "$tmp/osu" 2>&1
+            rc=$?
+            tail -n 4 "$tmp/osu"
+            check "MPI $t 1 B..4 MiB validated over UCX_TLS=$tls" test $rc = 0
+        done
+    done
+    mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
+        --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,self -x UCX_NET_DEVICES="$dev:1" \
+        "$b/mpi-tests/zv_osu" -t bw -s 65536 -S 4194304 -i 20 -F > "$tmp/osuf" 2>&1
+    rc=$?
+    tail -n 3 "$tmp/osuf"
+    check "MPI bw with a fresh buffer every iteration over rc_zv" test $rc = 0
 else
     tail -20 "$tmp/install.log"
     check "make install" false

@@ -8,6 +8,6 @@ build=${ZV_BUILDDIR:-$(pwd)}
 build=$(cd "$build" && pwd)
 timeout=${ZV_DEVICE_TIMEOUT:-1200}
 echo "device tier: build $build, timeout ${timeout}s"
-exec "$src/contrib/vm/run.sh" --timeout "$timeout" --share "$src" --share "$build" \
+exec "$src/contrib/vm/run.sh" --timeout "$timeout" --cpus 2 --share "$src" --share "$build" \
     -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
     "$src/test/device/device-tests.sh"
