@@ -211,6 +211,12 @@ ucs_status_t zv_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
     return zv::md::query_port_devices(md, devices_p, num_devices_p);
 }
 
+// UCX calls this for every opened md (its virtual filesystem of objects);
+// zv exposes nothing there yet, but the hook must exist.
+void zv_md_vfs_init(uct_md_h)
+{
+}
+
 // ---------------------------------------------------------------- descriptors
 
 uct_component_t zv_component = {
@@ -227,7 +233,7 @@ uct_component_t zv_component = {
     /* tl_list            */ {&zv_component.tl_list, &zv_component.tl_list},
     /* list               */ {nullptr, nullptr},
     /* flags              */ 0,
-    /* md_vfs_init        */ nullptr,
+    /* md_vfs_init        */ zv_md_vfs_init,
 };
 
 uct_tl_t rc_zv_tl = {
