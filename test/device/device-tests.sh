@@ -49,7 +49,7 @@ perftest() { # name test size
     LD_PRELOAD=$mod UCX_TLS=rc_zv,self UCX_NET_DEVICES="$dev:1" \
         timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 > "$tmp/ps.$name" 2>&1 &
     local spid=$!
-    sleep 1
+    sleep 3
     LD_PRELOAD=$mod UCX_TLS=rc_zv,self UCX_NET_DEVICES="$dev:1" \
         timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 127.0.0.1 > "$tmp/pc.$name" 2>&1
     local crc=$?
