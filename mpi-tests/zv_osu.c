@@ -132,7 +132,7 @@ int main(int argc, char **argv)
                 put_buf(s, fresh);
             }
             t1 = MPI_Wtime();
-            if (rank == 0 && !quiet) {
+            if (rank == 0) {
                 printf("%zu %.2f %lu\n", size, (t1 - t0) * 1e6 / (2.0 * n), errors);
             }
         } else {
@@ -184,7 +184,7 @@ int main(int argc, char **argv)
                 unsigned long e_all = 0;
                 double mbs = (double)size * win * n * (bidir ? 2 : 1) / (t1 - t0) / 1e6;
                 MPI_Reduce(&errors, &e_all, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-                if (rank == 0 && !quiet) {
+                if (rank == 0) {
                     printf("%zu %.2f %lu\n", size, mbs, e_all);
                 }
                 errors = e_all;
