@@ -6,6 +6,8 @@
 // structs into plain settings for the C++ core.
 #include "glue/layout_check.h"
 #include "md/zv_md.h"
+#include "monitor/monitor.h"
+#include "rcache/config.h"
 #include "rc/rc_iface.h"
 
 #include <ucs/config/parser.h>
@@ -13,6 +15,8 @@
 #include <ucs/debug/log_def.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <pthread.h>
 
 namespace {
 
@@ -21,6 +25,12 @@ namespace {
 struct zv_md_config {
     uct_md_config_t super;
     unsigned long   gid_index;
+    unsigned        rcache_monitor;
+    size_t          rcache_max_size;
+    unsigned long   rcache_max_regions;
+    unsigned        rcache_event_queue;
+    unsigned        rcache_uffd_mode;
+    int             rcache_odp;
 };
 
 ucs_config_field_t zv_md_config_table[] = {
@@ -32,6 +42,28 @@ ucs_config_field_t zv_md_config_table[] = {
      "RoCE v2 GID with an IPv4-mapped address (what rdma_cm uses), else the\n"
      "first RoCE v2 GID; on InfiniBand ports, index 0.",
      offsetof(zv_md_config, gid_index), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"RCACHE_MONITOR", zv::rcache::k_monitor_default, zv::rcache::k_monitor_doc,
+     offsetof(zv_md_config, rcache_monitor),
+     UCS_CONFIG_TYPE_ENUM(zv::rcache::k_monitor_kind_names)},
+
+    {"RCACHE_MAX_SIZE", zv::rcache::k_max_size_default, zv::rcache::k_max_size_doc,
+     offsetof(zv_md_config, rcache_max_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RCACHE_MAX_REGIONS", zv::rcache::k_max_regions_default,
+     zv::rcache::k_max_regions_doc, offsetof(zv_md_config, rcache_max_regions),
+     UCS_CONFIG_TYPE_ULUNITS},
+
+    {"RCACHE_EVENT_QUEUE", zv::rcache::k_event_queue_default,
+     zv::rcache::k_event_queue_doc, offsetof(zv_md_config, rcache_event_queue),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"RCACHE_UFFD_MODE", zv::rcache::k_uffd_mode_default, zv::rcache::k_uffd_mode_doc,
+     offsetof(zv_md_config, rcache_uffd_mode),
+     UCS_CONFIG_TYPE_ENUM(zv::rcache::k_uffd_mode_names)},
+
+    {"RCACHE_ODP", zv::rcache::k_odp_default, zv::rcache::k_odp_doc,
+     offsetof(zv_md_config, rcache_odp), UCS_CONFIG_TYPE_TERNARY},
 
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
@@ -110,10 +142,34 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
 
 // ---------------------------------------------------------------- entry points
 
-// Registration cost reported to UCP (seconds, seconds/byte); it decides the
-// eager/rendezvous switch. Figures of the same order as a verbs ibv_reg_mr.
+// Registration cost reported to UCP (seconds, seconds/byte); it decides
+// where zero-copy starts. With the cache, UCP's repeated registrations of
+// the same buffers are hits (a lookup, no syscall); without it every one is
+// an ibv_reg_mr (tens of microseconds, plus page pinning per byte).
+constexpr double reg_cost_hit      = 0.2e-6;
 constexpr double reg_cost_overhead = 16e-6;
 constexpr double reg_cost_growth   = 0.06e-9;
+
+// The invalidation source is process-wide and chosen once, by the first md
+// opened (UCX opens mds when a context is created, which is as early as the
+// module can act on UCX's configuration); later mds share it.
+ucs_status_t init_monitor_once(const zv::rcache::config &cfg)
+{
+    static pthread_mutex_t lock   = PTHREAD_MUTEX_INITIALIZER;
+    static bool            done   = false;
+    static ucs_status_t    result = UCS_OK;
+    pthread_mutex_lock(&lock);
+    if (!done) {
+        result = zv::monitor::global_init(cfg);
+        done   = true;
+        if (result == UCS_OK) {
+            ucs_debug("zv: registration cache invalidation source: %s",
+                      zv::monitor::active_name());
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return result;
+}
 
 ucs_status_t zv_md_open(uct_component_t *component, const char *md_name,
                         const uct_md_config_t *uct_config, uct_md_h *md_p)
@@ -129,8 +185,27 @@ ucs_status_t zv_md_open(uct_component_t *component, const char *md_name,
     } else {
         settings.gid_index = static_cast<int>(config->gid_index);
     }
-    settings.reg_cost_overhead = reg_cost_overhead;
-    settings.reg_cost_growth   = reg_cost_growth;
+    zv::rcache::config &rc = settings.rcache;
+    rc.monitor     = static_cast<zv::rcache::monitor_kind>(config->rcache_monitor);
+    rc.max_size    = config->rcache_max_size;
+    rc.max_regions = config->rcache_max_regions;
+    rc.event_queue = config->rcache_event_queue;
+    rc.uffd        = static_cast<zv::rcache::uffd_mode>(config->rcache_uffd_mode);
+    rc.odp         = (config->rcache_odp != UCS_NO);
+    if ((rc.event_queue < 16) || (rc.event_queue > (1u << 20))) {
+        ucs_error("UCX_ZV_RCACHE_EVENT_QUEUE=%zu is out of range (16..1048576)",
+                  rc.event_queue);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    ucs_status_t status = init_monitor_once(rc);
+    if (status != UCS_OK) {
+        return status;
+    }
+    bool cached                = (zv::monitor::global() != nullptr) &&
+                                 (zv::monitor::global()->kind() !=
+                                  zv::rcache::monitor_kind::none);
+    settings.reg_cost_overhead = cached ? reg_cost_hit : reg_cost_overhead;
+    settings.reg_cost_growth   = cached ? 0 : reg_cost_growth;
     return zv::md::open(component, md_name, settings, md_p);
 }
 
@@ -260,6 +335,13 @@ __attribute__((constructor)) void zv_module_init()
                  "zverbs against the installed UCX", msg);
         return;
     }
+    // zv keeps its own registration cache in its md, invalidated by the
+    // kernel. UCP 1.13 would cache the md's registrations a second time,
+    // keyed by address and invalidated only by UCM's hooks: a page replaced
+    // behind the hooks' back would then reach the wire through UCP's stale
+    // entry. So UCP's cache defaults to off where zv is loaded; a user who
+    // sets UCX_RCACHE_ENABLE keeps their choice.
+    setenv("UCX_RCACHE_ENABLE", "n", 0);
     uct_component_register(&zv_component);
     uct_tl_register(&zv_component, &rc_zv_tl);
     zv_registered = true;

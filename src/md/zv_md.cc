@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The zv memory domain: device enumeration, registration, rkey pack/unpack.
 #include "md/zv_md.h"
+#include "monitor/monitor.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -20,7 +21,12 @@ namespace {
 
 void close_md(uct_md_h uct_md)
 {
-    delete from_uct(uct_md);
+    zv_md *md = from_uct(uct_md);
+    if (md->cache != nullptr) {
+        rcache::cache::destroy(md->cache);
+    }
+    delete md->backend;
+    delete md;
 }
 
 // Mask of CPUs near the device, from sysfs; all CPUs when unknown (rxe).
@@ -96,21 +102,16 @@ ucs_status_t mem_reg(uct_md_h uct_md, void *address, size_t length,
                      unsigned flags, uct_mem_h *memh_p)
 {
     zv_md *md = from_uct(uct_md);
-    auto *mh  = new (std::nothrow) memh{};
-    if (mh == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    mh->mr = ibv_reg_mr(md->dev.pd(), address, length, access_flags(flags));
-    if (mh->mr == nullptr) {
-        int err = errno;
+    rcache::region *r;
+    ucs_status_t status = md->cache->get(address, length, access_flags(flags), &r);
+    if (status != UCS_OK) {
         ucs_log((flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) ? UCS_LOG_LEVEL_DEBUG :
                                                         UCS_LOG_LEVEL_ERROR,
-                "%s: ibv_reg_mr(address=%p length=%zu) failed: %s",
-                md->dev.name().c_str(), address, length, strerror(err));
-        delete mh;
-        return verbs::status_from_errno(err);
+                "%s: cannot register address=%p length=%zu: %s",
+                md->dev.name().c_str(), address, length, ucs_status_string(status));
+        return status;
     }
-    *memh_p = mh;
+    *memh_p = r;
     return UCS_OK;
 }
 
@@ -125,14 +126,7 @@ ucs_status_t mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
         (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE)) {
         return UCS_ERR_UNSUPPORTED;
     }
-    auto *mh = static_cast<memh *>(params->memh);
-    int ret  = ibv_dereg_mr(mh->mr);
-    if (ret != 0) {
-        ucs_warn("%s: ibv_dereg_mr() failed: %s", md->dev.name().c_str(),
-                 strerror(ret));
-        return verbs::status_from_errno(ret);
-    }
-    delete mh;
+    md->cache->put(static_cast<memh *>(params->memh));
     return UCS_OK;
 }
 
@@ -140,7 +134,7 @@ ucs_status_t mkey_pack(uct_md_h, uct_mem_h uct_memh,
                        const uct_md_mkey_pack_params_t *, void *buffer)
 {
     const auto *mh = static_cast<const memh *>(uct_memh);
-    packed_rkey packed{mh->mr->rkey};
+    packed_rkey packed{mh->rkey()};
     std::memcpy(buffer, &packed, sizeof(packed));
     return UCS_OK;
 }
@@ -214,6 +208,21 @@ ucs_status_t open(uct_component_t *component, const char *md_name,
     md->super.ops       = &md_ops;
     md->super.component = component;
     md->settings        = settings;
+    status = rcache::ibv_backend::create(md->dev.pd(), settings.rcache.odp,
+                                         rcache::k_odp_rc | rcache::k_odp_uc |
+                                         rcache::k_odp_ud, &md->backend);
+    if (status == UCS_OK) {
+        status = rcache::cache::create(settings.rcache, md->backend,
+                                       monitor::global(), md_name, &md->cache);
+    }
+    if (status != UCS_OK) {
+        ucs_error("%s: cannot create the registration cache: %s", md_name,
+                  ucs_status_string(status));
+        close_md(&md->super);
+        return status;
+    }
+    ucs_debug("%s: registration cache mode %s (monitor %s)", md_name,
+              md->cache->mode_name(), monitor::active_name());
     for (const auto &p : md->dev.ports()) {
         char gid[INET6_ADDRSTRLEN];
         inet_ntop(AF_INET6, p.gid.raw, gid, sizeof(gid));

@@ -3,6 +3,8 @@
 #ifndef ZV_MD_ZV_MD_H
 #define ZV_MD_ZV_MD_H
 
+#include "rcache/cache.h"
+#include "rcache/ibv_backend.h"
 #include "verbs/device.h"
 
 #include "glue/ucx_internal.h"
@@ -13,15 +15,17 @@ namespace zv::md {
 
 /// Memory-domain settings, filled by the glue from UCX_ZV_* variables.
 struct md_settings {
-    int    gid_index = -1;       ///< -1: automatic
-    double reg_cost_overhead;    ///< seconds per registration
-    double reg_cost_growth;      ///< seconds per byte registered
+    int            gid_index = -1;  ///< -1: automatic
+    double         reg_cost_overhead; ///< seconds per registration (cache miss)
+    double         reg_cost_growth;   ///< seconds per byte registered
+    rcache::config rcache;          ///< UCX_ZV_RCACHE_*
 };
 
-/// A registration handed to UCT as uct_mem_h.
-struct memh {
-    ibv_mr *mr;
-};
+/// A registration handed to UCT as uct_mem_h: a region of the md's cache
+/// (which, with the cache off, is a registration for this one use).
+using memh = rcache::region;
+
+inline uint32_t memh_lkey(const void *m) { return static_cast<const memh *>(m)->lkey(); }
 
 /// Packed remote key: what a peer needs to access our memory.
 struct packed_rkey {
@@ -30,9 +34,11 @@ struct packed_rkey {
 
 /// The zv md. 'super' must stay first: UCT casts uct_md_h to it.
 struct zv_md {
-    uct_md_t      super;
-    verbs::device dev;
-    md_settings   settings;
+    uct_md_t             super;
+    verbs::device        dev;
+    md_settings          settings;
+    rcache::ibv_backend *backend = nullptr;
+    rcache::cache       *cache   = nullptr;
 };
 
 /// Component-level entry points (installed in the component by the glue).

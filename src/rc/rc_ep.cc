@@ -120,7 +120,7 @@ inline void fill_sge_iov(ibv_sge *sge, const uct_iov_t *iov, size_t iovcnt,
         sge[i].addr   = reinterpret_cast<uintptr_t>(iov[i].buffer);
         sge[i].length = static_cast<uint32_t>(iov[i].length * (iov[i].count ? iov[i].count : 1));
         sge[i].lkey   = (iov[i].memh != UCT_MEM_HANDLE_NULL) ?
-                        static_cast<md::memh *>(iov[i].memh)->mr->lkey : 0;
+                        md::memh_lkey(iov[i].memh) : 0;
         *total += sge[i].length;
     }
 }
