@@ -8,6 +8,10 @@ build=${ZV_BUILDDIR:-$(pwd)}
 build=$(cd "$build" && pwd)
 timeout=${ZV_DEVICE_TIMEOUT:-1200}
 echo "device tier: build $build, timeout ${timeout}s"
+# The harness itself first: exit statuses, timeouts, clean-up.
+if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
+    "$src/contrib/vm/test-harness.sh" || { echo "device tier: the VM harness is broken"; exit 1; }
+fi
 exec "$src/contrib/vm/run.sh" --timeout "$timeout" --cpus 2 --share "$src" --share "$build" \
     -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
     "$src/test/device/device-tests.sh"
