@@ -44,23 +44,26 @@ check "UCT tests (test/device/zv_device)" test $rc = 0
 check "UCT tests: nothing skipped" bash -c "! grep -q '^\[  SKIPPED \]' '$tmp/uct.out'"
 
 # ---- UCP level: ucx_perftest with rc_zv alone (no auxiliary transport)
-perftest() { # name test size
+perftest() { # name test size [extra ucx_perftest args]
     local name=$1 t=$2 size=$3 port=$((13337 + RANDOM % 1000))
+    shift 3
     LD_PRELOAD=$mod UCX_TLS=rc_zv,self UCX_NET_DEVICES="$dev:1" \
-        timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 > "$tmp/ps.$name" 2>&1 &
+        timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 "$@" > "$tmp/ps.$name" 2>&1 &
     local spid=$!
     sleep 3
     LD_PRELOAD=$mod UCX_TLS=rc_zv,self UCX_NET_DEVICES="$dev:1" \
-        timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 127.0.0.1 > "$tmp/pc.$name" 2>&1
+        timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 "$@" 127.0.0.1 > "$tmp/pc.$name" 2>&1
     local crc=$?
     wait $spid; local src=$?
     tail -n 3 "$tmp/pc.$name"
-    check "ucx_perftest $t $size B over rc_zv,self" test $crc = 0 -a $src = 0
+    check "ucx_perftest $t $size B $* over rc_zv,self" test $crc = 0 -a $src = 0
 }
 perftest tag_lat tag_lat 8
 perftest tag_bw tag_bw 1048576
 perftest put_bw ucp_put_bw 1048576
 perftest get_bw ucp_get 1048576
+# Wakeup mode: the worker sleeps on the interface's event fd (event_arm).
+perftest tag_lat_sleep tag_lat 8 -E sleep
 
 # ---- Open MPI: the installed component brings the module in, no LD_PRELOAD.
 # The VM's root is an overlay: installing here changes nothing on the host.
@@ -89,6 +92,14 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
             check "MPI $t 1 B..4 MiB validated over UCX_TLS=$tls" test $rc = 0
         done
     done
+    # Beside UCX's ud_verbs, as UCP chooses lanes.
+    mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv,ud_verbs \
+        --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,ud_verbs,self -x UCX_NET_DEVICES="$dev:1" \
+        -x UCX_UD_VERBS_ETH_DGID_CHECK=n \
+        "$b/mpi-tests/zv_osu" -t bw -S 4194304 -i 20 > "$tmp/osuud" 2>&1
+    rc=$?
+    tail -n 3 "$tmp/osuud"
+    check "MPI bw 1 B..4 MiB validated over UCX_TLS=rc_zv,ud_verbs,self" test $rc = 0
     mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
         --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,self -x UCX_NET_DEVICES="$dev:1" \
         "$b/mpi-tests/zv_osu" -t bw -s 65536 -S 4194304 -i 20 -F > "$tmp/osuf" 2>&1
