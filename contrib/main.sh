@@ -8,6 +8,8 @@ set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export ZV_BUILDDIR=${ZV_BUILDDIR:-$repo/build}
 "$repo/contrib/build.sh"
+ucx_src=$(sed -n 's/^UCX_SRC = //p' "$ZV_BUILDDIR/Makefile")
 exec "$repo/contrib/vm/run.sh" --timeout "${ZV_MAIN_TIMEOUT:-1800}" --cpus 2 \
-    --share "$repo" --share "$ZV_BUILDDIR" -e ZV_BUILDDIR="$ZV_BUILDDIR" -- \
+    --share "$repo" --share "$ZV_BUILDDIR" ${ucx_src:+--share "$ucx_src"} \
+    -e ZV_BUILDDIR="$ZV_BUILDDIR" -- \
     "$repo/contrib/main-job.sh"

@@ -12,6 +12,10 @@ echo "device tier: build $build, timeout ${timeout}s"
 if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
     "$src/contrib/vm/test-harness.sh" || { echo "device tier: the VM harness is broken"; exit 1; }
 fi
+# The UCX sources the build used: make (install) inside the VM must see the
+# same headers its dependency files name, wherever they were unpacked.
+ucx_src=$(sed -n 's/^UCX_SRC = //p' "$build/Makefile")
 exec "$src/contrib/vm/run.sh" --timeout "$timeout" --cpus 2 --share "$src" --share "$build" \
+    ${ucx_src:+--share "$ucx_src"} \
     -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
     "$src/test/device/device-tests.sh"

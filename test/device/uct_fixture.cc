@@ -94,7 +94,8 @@ void uct_test::TearDown()
     }
 }
 
-void uct_test::open_side(uct_side &side, const char *)
+void uct_test::open_side(uct_side &side,
+                         const std::vector<std::pair<const char *, const char *>> &modify)
 {
     ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                                &side.async));
@@ -102,6 +103,9 @@ void uct_test::open_side(uct_side &side, const char *)
                                         &side.worker));
     uct_iface_config_t *cfg;
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, tl_name(), nullptr, nullptr, &cfg));
+    for (const auto &m : modify) {
+        ASSERT_EQ(UCS_OK, uct_config_modify(cfg, m.first, m.second)) << m.first;
+    }
     uct_iface_params_t params = {};
     params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
                         UCT_IFACE_PARAM_FIELD_RX_HEADROOM |

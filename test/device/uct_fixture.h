@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zv::test {
@@ -33,7 +34,10 @@ protected:
     void TearDown() override;
 
     /// Open one more interface (a peer) on the same md.
-    void open_side(uct_side &side, const char *extra_env_unused = nullptr);
+    /// Open one more interface (a peer) on the same md; 'modify' holds
+    /// transport config overrides as name/value pairs (e.g. RX_QUEUE_LEN).
+    void open_side(uct_side &side,
+                   const std::vector<std::pair<const char *, const char *>> &modify = {});
     void close_side(uct_side &side);
     /// Connect an endpoint of 'from' to 'to' and wait until it can send.
     uct_ep_h connect(uct_side &from, uct_side &to);
