@@ -51,7 +51,8 @@ conn_manager::~conn_manager()
 }
 
 ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
-                                const conn_callbacks &cb, double timeout_sec)
+                                const conn_callbacks &cb, double timeout_sec,
+                                ibv_comp_channel *channel)
 {
     m_iface     = iface;
     m_transport = transport;
@@ -60,7 +61,7 @@ ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
             std::chrono::duration<double>(timeout_sec));
 
     const verbs::device &dev = iface->md->dev;
-    m_cq = ibv_create_cq(dev.ctx(), rx_count + 64, nullptr, nullptr, 0);
+    m_cq = ibv_create_cq(dev.ctx(), rx_count + 64, nullptr, channel, 0);
     if (m_cq == nullptr) {
         ucs_error("%s: ibv_create_cq(connection) failed: %m", dev.name().c_str());
         return UCS_ERR_NO_RESOURCE;
@@ -269,11 +270,33 @@ void conn_manager::handle(const conn_msg &msg)
     }
 }
 
+bool conn_manager::peek()
+{
+    if (m_stash_count == 0) {
+        int n         = ibv_poll_cq(m_cq, 16, m_stash);
+        m_stash_count = (n > 0) ? n : 0;
+    }
+    return m_stash_count > 0;
+}
+
 unsigned conn_manager::progress()
 {
     ibv_wc wc[16];
     unsigned count = 0;
-    int n          = ibv_poll_cq(m_cq, 16, wc);
+    if (m_stash_count > 0) {
+        int n         = m_stash_count;
+        m_stash_count = 0;
+        count += handle_wcs(m_stash, n);
+    }
+    int n = ibv_poll_cq(m_cq, 16, wc);
+    count += handle_wcs(wc, n);
+    count += check_timers();
+    return count;
+}
+
+unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
+{
+    unsigned count = 0;
     for (int i = 0; i < n; ++i) {
         if (wc[i].wr_id == send_wr_id) {
             --m_tx_outstanding;
@@ -292,7 +315,12 @@ unsigned conn_manager::progress()
         }
         post_recv(index);
     }
+    return count;
+}
 
+unsigned conn_manager::check_timers()
+{
+    unsigned count = 0;
     if (!m_connecting.empty()) {
         auto now = clock::now();
         for (auto it = m_connecting.begin(); it != m_connecting.end();) {
@@ -308,6 +336,7 @@ unsigned conn_manager::progress()
                 c.next_try = now + c.backoff;
                 (void)send(c.peer, c.peer_ud_qpn,
                            make_msg(conn_msg::req, id, c.local_qpn));
+                ++count;
             }
         }
     }

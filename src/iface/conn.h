@@ -64,9 +64,14 @@ public:
     conn_manager(const conn_manager &)            = delete;
     conn_manager &operator=(const conn_manager &) = delete;
 
+    /// channel: completion channel for wakeup (may be null).
     [[nodiscard]] ucs_status_t init(zv_iface *iface, ibv_qp_type transport,
-                                    const conn_callbacks &cb,
-                                    double timeout_sec);
+                                    const conn_callbacks &cb, double timeout_sec,
+                                    ibv_comp_channel *channel);
+
+    ibv_cq *cq() const { return m_cq; }
+    /// Poll completions into a stash for the next progress(); true if any.
+    bool peek();
 
     uint32_t ud_qpn() const { return m_qp->qp_num; }
 
@@ -105,6 +110,8 @@ private:
     ucs_status_t ah_for(const device_addr &peer, ibv_ah **ah_p);
     conn_msg make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn) const;
     void poll_send();
+    unsigned handle_wcs(const ibv_wc *wc, int n);
+    unsigned check_timers();
 
     static constexpr unsigned rx_count  = 64;
     static constexpr unsigned rx_size   = 40 + 256; // GRH + message
@@ -122,6 +129,8 @@ private:
     std::map<uint64_t, connecting>     m_connecting;
     std::map<passive_key, ibv_qp *>    m_passive;
     std::map<std::vector<uint8_t>, ibv_ah *> m_ahs;
+    ibv_wc                             m_stash[16];
+    int                                m_stash_count = 0;
 };
 
 } // namespace zv::iface

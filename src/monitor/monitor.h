@@ -65,6 +65,21 @@ const char *active_name();
 uint64_t fork_generation();
 
 namespace detail {
+/// new T, then T::init(cfg, quiet); *out only on success.
+template <typename T>
+[[nodiscard]] ucs_status_t create_initialized(const rcache::config &cfg, bool quiet,
+                                              monitor **out)
+{
+    auto *mon           = new T();
+    ucs_status_t status = mon->init(cfg, quiet);
+    if (status != UCS_OK) {
+        delete mon;
+        return status;
+    }
+    *out = mon;
+    return UCS_OK;
+}
+
 // Lets the fork handler poke every live ring so that caches notice the fork
 // on their next lookup without any extra check on the hit path.
 void track_ring(event_ring *ring);

@@ -706,14 +706,7 @@ namespace detail {
 
 ucs_status_t create_uffd(const rcache::config &cfg, bool quiet, monitor **out)
 {
-    auto        *mon    = new uffd_monitor();
-    ucs_status_t status = mon->init(cfg, quiet);
-    if (status != UCS_OK) {
-        delete mon;
-        return status;
-    }
-    *out = mon;
-    return UCS_OK;
+    return create_initialized<uffd_monitor>(cfg, quiet, out);
 }
 
 } // namespace detail

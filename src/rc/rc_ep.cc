@@ -113,6 +113,42 @@ inline ucs_status_t post(rc_ep *ep, ibv_send_wr *wr, tx_op *op, bool need_signal
     return UCS_OK;
 }
 
+/// A bounce buffer and the op that releases it when its WR completes.
+inline ucs_status_t get_bounce(rc_iface *iface, iface::buffer **b_p, tx_op **op_p)
+{
+    iface::buffer *b = iface->tx_pool.get();
+    tx_op *op        = (b != nullptr) ? op_get(iface) : nullptr;
+    if (__builtin_expect(op == nullptr, 0)) {
+        if (b != nullptr) {
+            iface::buffer_pool::put(b);
+        }
+        return UCS_ERR_NO_RESOURCE;
+    }
+    op->bounce = b;
+    *b_p       = b;
+    *op_p      = op;
+    return UCS_OK;
+}
+
+/// Post 'wr' (opcode and remote fields set by the caller) over 'length'
+/// bytes of the bounce buffer 'b'; on failure the op is retired.
+inline ssize_t post_bounced(rc_ep *ep, ibv_send_wr *wr, iface::buffer *b, tx_op *op,
+                            size_t length, bool signal)
+{
+    ibv_sge sge = {reinterpret_cast<uintptr_t>(b->data()),
+                   static_cast<uint32_t>(length), b->lkey};
+    wr->sg_list = &sge;
+    wr->num_sge = 1;
+    ucs_status_t status = post(ep, wr, op, signal);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        op->comp = nullptr;
+        op->type = tx_op::plain;
+        retire_op(ep->iface, op, status);
+        return status;
+    }
+    return static_cast<ssize_t>(length);
+}
+
 inline void fill_sge_iov(ibv_sge *sge, const uct_iov_t *iov, size_t iovcnt,
                          size_t *total)
 {
@@ -174,35 +210,20 @@ ssize_t am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
 {
     rc_ep *ep           = to_ep(uct_ep);
     ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
+    iface::buffer *b;
+    tx_op *op;
+    if (__builtin_expect(status != UCS_OK, 0) ||
+        ((status = get_bounce(ep->iface, &b, &op)) != UCS_OK)) {
         return status;
     }
-    iface::buffer *b = ep->iface->tx_pool.get();
-    tx_op *op        = (b != nullptr) ? op_get(ep->iface) : nullptr;
-    if (op == nullptr) {
-        if (b != nullptr) {
-            iface::buffer_pool::put(b);
-        }
-        return UCS_ERR_NO_RESOURCE;
-    }
     size_t length  = pack_cb(b->data(), arg);
-    op->bounce     = b;
-    ibv_sge sge    = {reinterpret_cast<uintptr_t>(b->data()),
-                      static_cast<uint32_t>(length), b->lkey};
     ibv_send_wr wr = {};
     wr.opcode      = IBV_WR_SEND_WITH_IMM;
     wr.imm_data    = am_imm(id);
-    wr.sg_list     = &sge;
-    wr.num_sge     = 1;
     if (length <= ep->iface->max_inline) {
         wr.send_flags = IBV_SEND_INLINE;
     }
-    status = post(ep, &wr, op, false);
-    if (status != UCS_OK) {
-        retire_op(ep->iface, op, status);
-        return status;
-    }
-    return static_cast<ssize_t>(length);
+    return post_bounced(ep, &wr, b, op, length, false);
 }
 
 ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
@@ -277,33 +298,18 @@ ssize_t put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
 {
     rc_ep *ep           = to_ep(uct_ep);
     ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
+    iface::buffer *b;
+    tx_op *op;
+    if (__builtin_expect(status != UCS_OK, 0) ||
+        ((status = get_bounce(ep->iface, &b, &op)) != UCS_OK)) {
         return status;
     }
-    iface::buffer *b = ep->iface->tx_pool.get();
-    tx_op *op        = (b != nullptr) ? op_get(ep->iface) : nullptr;
-    if (op == nullptr) {
-        if (b != nullptr) {
-            iface::buffer_pool::put(b);
-        }
-        return UCS_ERR_NO_RESOURCE;
-    }
-    size_t length  = pack_cb(b->data(), arg);
-    op->bounce     = b;
-    ibv_sge sge    = {reinterpret_cast<uintptr_t>(b->data()),
-                      static_cast<uint32_t>(length), b->lkey};
-    ibv_send_wr wr = {};
-    wr.opcode      = IBV_WR_RDMA_WRITE;
-    wr.sg_list     = &sge;
-    wr.num_sge     = 1;
+    size_t length          = pack_cb(b->data(), arg);
+    ibv_send_wr wr         = {};
+    wr.opcode              = IBV_WR_RDMA_WRITE;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
-    status = post(ep, &wr, op, false);
-    if (status != UCS_OK) {
-        retire_op(ep->iface, op, status);
-        return status;
-    }
-    return static_cast<ssize_t>(length);
+    return post_bounced(ep, &wr, b, op, length, false);
 }
 
 ucs_status_t rdma_zcopy(rc_ep *ep, ibv_wr_opcode opcode, const uct_iov_t *iov,
@@ -365,42 +371,26 @@ ucs_status_t get_bcopy(uct_ep_h uct_ep, uct_unpack_callback_t unpack_cb, void *a
 {
     rc_ep *ep           = to_ep(uct_ep);
     ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
-        return status;
-    }
+    iface::buffer *b;
+    tx_op *op;
     if (length > ep->iface->tx_pool.payload()) {
         return UCS_ERR_INVALID_PARAM;
     }
-    iface::buffer *b = ep->iface->tx_pool.get();
-    tx_op *op        = (b != nullptr) ? op_get(ep->iface) : nullptr;
-    if (op == nullptr) {
-        if (b != nullptr) {
-            iface::buffer_pool::put(b);
-        }
-        return UCS_ERR_NO_RESOURCE;
-    }
-    op->type       = tx_op::get_bcopy;
-    op->bounce     = b;
-    op->unpack     = unpack_cb;
-    op->arg        = arg;
-    op->length     = static_cast<uint32_t>(length);
-    op->comp       = comp;
-    ibv_sge sge    = {reinterpret_cast<uintptr_t>(b->data()),
-                      static_cast<uint32_t>(length), b->lkey};
-    ibv_send_wr wr = {};
-    wr.opcode      = IBV_WR_RDMA_READ;
-    wr.sg_list     = &sge;
-    wr.num_sge     = 1;
-    wr.wr.rdma.remote_addr = remote_addr;
-    wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
-    status = post(ep, &wr, op, true);
-    if (status != UCS_OK) {
-        op->comp = nullptr;
-        op->type = tx_op::plain;
-        retire_op(ep->iface, op, status);
+    if (__builtin_expect(status != UCS_OK, 0) ||
+        ((status = get_bounce(ep->iface, &b, &op)) != UCS_OK)) {
         return status;
     }
-    return UCS_INPROGRESS;
+    op->type               = tx_op::get_bcopy;
+    op->unpack             = unpack_cb;
+    op->arg                = arg;
+    op->length             = static_cast<uint32_t>(length);
+    op->comp               = comp;
+    ibv_send_wr wr         = {};
+    wr.opcode              = IBV_WR_RDMA_READ;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
+    ssize_t ret            = post_bounced(ep, &wr, b, op, length, true);
+    return (ret < 0) ? static_cast<ucs_status_t>(ret) : UCS_INPROGRESS;
 }
 
 // ---------------------------------------------------------------- atomics
@@ -410,38 +400,26 @@ ucs_status_t post_atomic(rc_ep *ep, ibv_wr_opcode opcode, uint64_t compare_add,
                          uint64_t *result, uct_completion_t *comp)
 {
     ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
+    iface::buffer *b;
+    tx_op *op;
+    if (__builtin_expect(status != UCS_OK, 0) ||
+        ((status = get_bounce(ep->iface, &b, &op)) != UCS_OK)) {
         return status;
     }
-    iface::buffer *b = ep->iface->tx_pool.get();
-    tx_op *op        = (b != nullptr) ? op_get(ep->iface) : nullptr;
-    if (op == nullptr) {
-        if (b != nullptr) {
-            iface::buffer_pool::put(b);
-        }
-        return UCS_ERR_NO_RESOURCE;
-    }
-    op->bounce = b;
     if (result != nullptr) {
         op->type   = tx_op::atomic_fetch;
         op->result = result;
         op->comp   = comp;
     }
-    ibv_sge sge    = {reinterpret_cast<uintptr_t>(b->data()), sizeof(uint64_t), b->lkey};
-    ibv_send_wr wr = {};
-    wr.opcode      = opcode;
-    wr.sg_list     = &sge;
-    wr.num_sge     = 1;
+    ibv_send_wr wr           = {};
+    wr.opcode                = opcode;
     wr.wr.atomic.remote_addr = remote_addr;
     wr.wr.atomic.rkey        = static_cast<uint32_t>(rkey);
     wr.wr.atomic.compare_add = compare_add;
     wr.wr.atomic.swap        = swap;
-    status = post(ep, &wr, op, result != nullptr);
-    if (status != UCS_OK) {
-        op->comp = nullptr;
-        op->type = tx_op::plain;
-        retire_op(ep->iface, op, status);
-        return status;
+    ssize_t ret = post_bounced(ep, &wr, b, op, sizeof(uint64_t), result != nullptr);
+    if (ret < 0) {
+        return static_cast<ucs_status_t>(ret);
     }
     return (result != nullptr) ? UCS_INPROGRESS : UCS_OK;
 }

@@ -16,6 +16,7 @@ namespace {
 constexpr unsigned rx_poll_batch = 16;
 constexpr unsigned tx_poll_batch = 16;
 constexpr size_t   am_zcopy_max_hdr = 128;
+constexpr int      stash_len        = rc_iface::stash_capacity;
 
 // ---------------------------------------------------------------- receive
 
@@ -76,10 +77,8 @@ inline bool decode_am(uint32_t imm_be, uint8_t *am_id)
     return ((imm >> 8) == 0) && (*am_id < UCT_AM_ID_MAX);
 }
 
-unsigned poll_rx(rc_iface *iface)
+void handle_rx(rc_iface *iface, const ibv_wc *wc, int n)
 {
-    ibv_wc wc[rx_poll_batch];
-    int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
     for (int i = 0; i < n; ++i) {
         auto *b = reinterpret_cast<iface::buffer *>(wc[i].wr_id);
         --iface->rx_posted;
@@ -112,6 +111,13 @@ unsigned poll_rx(rc_iface *iface)
             *iface->rx_pool.recv_desc_slot(b) = &iface->release_desc.super;
         }
     }
+}
+
+unsigned poll_rx(rc_iface *iface)
+{
+    ibv_wc wc[rx_poll_batch];
+    int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
+    handle_rx(iface, wc, n);
     unsigned missing = iface->super.settings.rx_queue_len - iface->rx_posted;
     if (missing >= iface->settings.rx_batch) {
         post_rx(iface, missing);
@@ -139,10 +145,41 @@ unsigned poll_tx(rc_iface *iface)
     return static_cast<unsigned>(n > 0 ? n : 0);
 }
 
+// Completions that event_arm() found while arming: handled first.
+unsigned handle_stash(rc_iface *iface)
+{
+    unsigned count = iface->stash_rx_count + iface->stash_tx_count;
+    if (iface->stash_rx_count > 0) {
+        int n                 = static_cast<int>(iface->stash_rx_count);
+        iface->stash_rx_count = 0;
+        handle_rx(iface, iface->stash_rx, n);
+    }
+    if (iface->stash_tx_count > 0) {
+        unsigned n            = iface->stash_tx_count;
+        iface->stash_tx_count = 0;
+        iface->in_completion  = true;
+        for (unsigned i = 0; i < n; ++i) {
+            process_send_completion(iface, iface->stash_tx[i]);
+        }
+        iface->in_completion = false;
+        if (iface->deferred_frees > 0) {
+            free_deferred(iface);
+        }
+        if (iface->pending_eps != nullptr) {
+            dispatch_pending(iface);
+        }
+    }
+    return count;
+}
+
 unsigned progress(uct_iface_h uct_iface)
 {
     rc_iface *iface = to_rc(uct_iface);
-    unsigned count  = poll_rx(iface);
+    unsigned count  = 0;
+    if (__builtin_expect(iface->stash_rx_count + iface->stash_tx_count > 0, 0)) {
+        count += handle_stash(iface);
+    }
+    count += poll_rx(iface);
     count += poll_tx(iface);
     // Connection traffic is rare: look at it every 32nd call, or always
     // while a connection is being set up.
@@ -312,34 +349,48 @@ ucs_status_t event_fd_get(uct_iface_h iface, int *fd_p)
     return UCS_OK;
 }
 
+/*
+ * Wakeup: the caller progressed until idle, then arms and sleeps on the
+ * channel's fd. A completion that lands between its last poll and the
+ * re-arm raises no event, so after re-arming each CQ is polled once more;
+ * what that finds is kept (the stash, handled first by the next progress)
+ * and the caller is told to progress again (UCS_ERR_BUSY) instead of
+ * sleeping through it. Connection traffic is armed the same way: a peer
+ * connecting to a sleeping process must wake it.
+ */
 ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
 {
     rc_iface *iface = to_rc(uct_iface);
     ibv_cq *cq;
     void *ctx;
-    unsigned acks_send = 0, acks_recv = 0;
-    // Drain events already signalled (the fd is non-blocking).
+    bool busy = (iface->stash_rx_count + iface->stash_tx_count > 0);
+
+    // Acknowledge events already signalled (the fd is non-blocking).
     while (ibv_get_cq_event(iface->channel, &cq, &ctx) == 0) {
-        (cq == iface->send_cq ? acks_send : acks_recv)++;
+        ibv_ack_cq_events(cq, 1);
+        busy = true;
     }
-    if (acks_send > 0) {
-        ibv_ack_cq_events(iface->send_cq, acks_send);
+    if (busy) {
+        return UCS_ERR_BUSY;
     }
-    if (acks_recv > 0) {
-        ibv_ack_cq_events(iface->recv_cq, acks_recv);
-    }
-    if (acks_send + acks_recv > 0) {
-        return UCS_ERR_BUSY; // something happened since the caller's progress
-    }
-    if ((events & UCT_EVENT_SEND_COMP) &&
-        (ibv_req_notify_cq(iface->send_cq, 0) != 0)) {
-        ucs_error("ibv_req_notify_cq(send) failed: %m");
+    if ((ibv_req_notify_cq(iface->send_cq, 0) != 0) ||
+        (ibv_req_notify_cq(iface->recv_cq, 0) != 0) ||
+        (ibv_req_notify_cq(iface->conn.cq(), 0) != 0)) {
+        ucs_error("%s: ibv_req_notify_cq() failed: %m",
+                  iface->super.md->dev.name().c_str());
         return UCS_ERR_IO_ERROR;
     }
-    if ((events & (UCT_EVENT_RECV | UCT_EVENT_RECV_SIG)) &&
-        (ibv_req_notify_cq(iface->recv_cq, 0) != 0)) {
-        ucs_error("ibv_req_notify_cq(recv) failed: %m");
-        return UCS_ERR_IO_ERROR;
+    // All CQs are armed whatever 'events' asks: a send completion can free
+    // resources a pending request waits for, and connection traffic must
+    // be answered.
+    (void)events;
+    int n = ibv_poll_cq(iface->recv_cq, stash_len, iface->stash_rx);
+    iface->stash_rx_count = (n > 0) ? static_cast<unsigned>(n) : 0;
+    n = ibv_poll_cq(iface->send_cq, stash_len, iface->stash_tx);
+    iface->stash_tx_count = (n > 0) ? static_cast<unsigned>(n) : 0;
+    if ((iface->stash_rx_count + iface->stash_tx_count > 0) ||
+        iface->conn.peek() || iface->conn.busy()) {
+        return UCS_ERR_BUSY;
     }
     return UCS_OK;
 }
@@ -454,7 +505,8 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
 
     iface::conn_callbacks cb = {iface, accept_passive, connection_established,
                                 connection_timed_out};
-    status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout);
+    status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout,
+                              iface->channel);
     if (status != UCS_OK) {
         return status;
     }

@@ -69,6 +69,13 @@ struct rc_iface {
     bool                    in_completion = false;  ///< inside a completion callback
     unsigned                deferred_frees = 0;     ///< eps destroyed meanwhile
 
+    // Completions polled by event_arm(), handled by the next progress.
+    static constexpr int    stash_capacity = 16;
+    ibv_wc                  stash_rx[stash_capacity];
+    ibv_wc                  stash_tx[stash_capacity];
+    unsigned                stash_rx_count = 0;
+    unsigned                stash_tx_count = 0;
+
     // Free list of tx_op, grown in chunks.
     tx_op                  *free_ops = nullptr;
     std::vector<tx_op *>    op_chunks;
