@@ -39,7 +39,7 @@ cd "$dir"
 qemu_of() {
     local f pid comm _st ppid rest
     for f in /proc/[0-9]*/stat; do
-        read -r pid comm _st ppid rest <"$f" 2>/dev/null || continue
+        { read -r pid comm _st ppid rest <"$f"; } 2>/dev/null || continue
         [ "$ppid" = "$1" ] && [ "${comm#(qemu-system}" != "$comm" ] && echo "$pid"
     done
     return 0

@@ -92,7 +92,6 @@ inline ucs_status_t post(rc_ep *ep, ibv_send_wr *wr, tx_op *op, bool need_signal
         wr->send_flags |= IBV_SEND_FENCE;
     }
     wr->wr_id = make_wr_id(ep, seq);
-    wr->next  = nullptr;
 
     ibv_send_wr *bad;
     int ret = ibv_post_send(ep->qp, wr, &bad);
@@ -173,7 +172,7 @@ ucs_status_t am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
     }
     ibv_sge sge[2] = {{reinterpret_cast<uintptr_t>(&header), sizeof(header), 0},
                       {reinterpret_cast<uintptr_t>(payload), length, 0}};
-    ibv_send_wr wr = {};
+    ibv_send_wr &wr = ep->wr;
     wr.opcode      = IBV_WR_SEND_WITH_IMM;
     wr.imm_data    = am_imm(id);
     wr.send_flags  = IBV_SEND_INLINE;
@@ -196,7 +195,7 @@ ucs_status_t am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
         return UCS_ERR_INVALID_PARAM;
     }
     fill_sge_iov(sge, iov, iovcnt, &total);
-    ibv_send_wr wr = {};
+    ibv_send_wr &wr = ep->wr;
     wr.opcode      = IBV_WR_SEND_WITH_IMM;
     wr.imm_data    = am_imm(id);
     wr.send_flags  = IBV_SEND_INLINE;
@@ -216,13 +215,11 @@ ssize_t am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
         ((status = get_bounce(ep->iface, &b, &op)) != UCS_OK)) {
         return status;
     }
-    size_t length  = pack_cb(b->data(), arg);
-    ibv_send_wr wr = {};
-    wr.opcode      = IBV_WR_SEND_WITH_IMM;
-    wr.imm_data    = am_imm(id);
-    if (length <= ep->iface->max_inline) {
-        wr.send_flags = IBV_SEND_INLINE;
-    }
+    size_t length   = pack_cb(b->data(), arg);
+    ibv_send_wr &wr = ep->wr;
+    wr.opcode       = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data     = am_imm(id);
+    wr.send_flags   = (length <= ep->iface->max_inline) ? IBV_SEND_INLINE : 0;
     return post_bounced(ep, &wr, b, op, length, false);
 }
 
@@ -258,9 +255,10 @@ ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     fill_sge_iov(&sge[nsge], iov, iovcnt, &total);
     nsge += static_cast<int>(iovcnt);
     op->comp       = comp;
-    ibv_send_wr wr = {};
+    ibv_send_wr &wr = ep->wr;
     wr.opcode      = IBV_WR_SEND_WITH_IMM;
     wr.imm_data    = am_imm(id);
+    wr.send_flags  = 0;
     wr.sg_list     = sge;
     wr.num_sge     = nsge;
     status = post(ep, &wr, op, comp != nullptr);
@@ -283,7 +281,7 @@ ucs_status_t put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
         return status;
     }
     ibv_sge sge    = {reinterpret_cast<uintptr_t>(buffer), length, 0};
-    ibv_send_wr wr = {};
+    ibv_send_wr &wr = ep->wr;
     wr.opcode      = IBV_WR_RDMA_WRITE;
     wr.send_flags  = IBV_SEND_INLINE;
     wr.sg_list     = &sge;
@@ -305,8 +303,9 @@ ssize_t put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
         return status;
     }
     size_t length          = pack_cb(b->data(), arg);
-    ibv_send_wr wr         = {};
+    ibv_send_wr &wr         = ep->wr;
     wr.opcode              = IBV_WR_RDMA_WRITE;
+    wr.send_flags          = 0;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
     return post_bounced(ep, &wr, b, op, length, false);
@@ -334,8 +333,9 @@ ucs_status_t rdma_zcopy(rc_ep *ep, ibv_wr_opcode opcode, const uct_iov_t *iov,
     ibv_sge sge[4];
     size_t total = 0;
     fill_sge_iov(sge, iov, iovcnt, &total);
-    ibv_send_wr wr = {};
+    ibv_send_wr &wr = ep->wr;
     wr.opcode      = opcode;
+    wr.send_flags  = 0;
     wr.sg_list     = sge;
     wr.num_sge     = static_cast<int>(iovcnt);
     wr.wr.rdma.remote_addr = remote_addr;
@@ -385,8 +385,9 @@ ucs_status_t get_bcopy(uct_ep_h uct_ep, uct_unpack_callback_t unpack_cb, void *a
     op->arg                = arg;
     op->length             = static_cast<uint32_t>(length);
     op->comp               = comp;
-    ibv_send_wr wr         = {};
+    ibv_send_wr &wr         = ep->wr;
     wr.opcode              = IBV_WR_RDMA_READ;
+    wr.send_flags          = 0;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
     ssize_t ret            = post_bounced(ep, &wr, b, op, length, true);
@@ -411,8 +412,9 @@ ucs_status_t post_atomic(rc_ep *ep, ibv_wr_opcode opcode, uint64_t compare_add,
         op->result = result;
         op->comp   = comp;
     }
-    ibv_send_wr wr           = {};
+    ibv_send_wr &wr           = ep->wr;
     wr.opcode                = opcode;
+    wr.send_flags            = 0;
     wr.wr.atomic.remote_addr = remote_addr;
     wr.wr.atomic.rkey        = static_cast<uint32_t>(rkey);
     wr.wr.atomic.compare_add = compare_add;
@@ -563,9 +565,12 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
         op_put(ep->iface, op);
         return status;
     }
-    ibv_send_wr wr = {};
+    ibv_send_wr &wr = ep->wr;
     wr.opcode      = IBV_WR_RDMA_WRITE;
+    wr.send_flags  = 0;
     wr.num_sge     = 0;
+    wr.wr.rdma.remote_addr = 0;
+    wr.wr.rdma.rkey        = 0;
     status = post(ep, &wr, op, true);
     if (status != UCS_OK) {
         op->comp = nullptr;

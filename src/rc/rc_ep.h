@@ -36,6 +36,10 @@ struct rc_ep {
     uct_pending_req_t  *pending_tail = nullptr;
     rc_ep              *pending_next = nullptr;
     ucs_status_t        error        = UCS_OK;
+    /// The endpoint's work request, built once (next = null, zeroed); each
+    /// operation sets only the fields it uses. One thread uses an endpoint
+    /// at a time, and verbs copies the WR when it is posted.
+    ibv_send_wr         wr           = {};
 };
 
 /// Send WRs in flight on the endpoint.
