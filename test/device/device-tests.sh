@@ -106,6 +106,18 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     rc=$?
     tail -n 3 "$tmp/osuf"
     check "MPI bw with a fresh buffer every iteration over rc_zv" test $rc = 0
+
+    # Registration cache under MPI: pages behind the send buffer replaced
+    # between rendezvous sends, also with direct system calls. The kernel
+    # notifier and the cache-off mode must deliver every byte.
+    for mon in uffd none; do
+        mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
+            --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,self -x UCX_NET_DEVICES="$dev:1" \
+            -x UCX_ZV_RCACHE_MONITOR=$mon "$b/mpi-tests/zv_cache_stress" -n 4 > "$tmp/cs" 2>&1
+        rc=$?
+        grep -vE '^-+$|^$' "$tmp/cs" | head -n 8
+        check "MPI cache stress over rc_zv, monitor $mon: nothing stale" test $rc = 0
+    done
 else
     tail -20 "$tmp/install.log"
     check "make install" false
