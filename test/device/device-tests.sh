@@ -35,6 +35,24 @@ cat "$tmp/dbg"
 check "md debug log shows port mtu $port_mtu and a GID" \
       grep -q "active mtu $port_mtu, .* MB/s, gid\[[0-9]*\] " "$tmp/dbg"
 
+# ---- bad configuration: a clear error naming the variable, the transport
+# refused cleanly, no crash
+for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE_LEN=0 \
+          UCX_RC_ZV_SEG_SIZE=xyz UCX_RC_ZV_RETRY_COUNT=7 UCX_RC_ZV_CONN_TIMEOUT=0 \
+          UCX_ZV_RCACHE_MONITOR=bogus UCX_ZV_GID_INDEX=300 UCX_ZV_RCACHE_EVENT_QUEUE=1 \
+          UCX_ZV_RCACHE_MAX_SIZE=lots; do
+    name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_ZV_}
+    env "$kv" LD_PRELOAD=$mod ucx_info -d > "$tmp/bad" 2>&1
+    rc=$?
+    ok=1
+    [ $rc -lt 128 ] || ok=0                                        # no crash
+    grep -qE "ERROR.*($name|for $short:)" "$tmp/bad" || ok=0        # names it
+    # and no rc_zv interface was opened with the bad value
+    if awk '/Transport: rc_zv/ {f = 1; next} /Transport:|Memory domain:/ {f = 0} f' \
+           "$tmp/bad" | grep -q 'capabilities:'; then ok=0; fi
+    check "bad config $kv: clear error, transport refused, no crash" test $ok = 1
+done
+
 # ---- rc_zv at the UCT level (data checked 1 B .. 4 MiB, atomics, flush,
 # pending, 128 endpoints, remote access errors)
 ZV_REQUIRE_DEVICE=1 "$b/test/device/zv_device" > "$tmp/uct.out" 2>&1
