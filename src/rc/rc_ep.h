@@ -49,6 +49,8 @@ inline unsigned ep_outstanding(const rc_ep *ep) { return ep->posted_seq - ep->co
 void ep_destroy(uct_ep_h ep);
 /// Fill the endpoint part of the ops table.
 void fill_ep_ops(uct_iface_ops_t *ops, bool atomics);
+/// The data operations' part of it (rc_ep_ops.cc).
+void fill_ep_data_ops(uct_iface_ops_t *ops, bool atomics);
 
 /// Connection callbacks used by the interface's connection manager.
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer,

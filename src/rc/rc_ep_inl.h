@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rc_zv endpoint hot path: resource checks and posting, shared by the
+// operations (rc_ep_ops.cc) and flush (rc_ep.cc).
+#ifndef ZV_RC_RC_EP_INL_H
+#define ZV_RC_RC_EP_INL_H
+
+#include "rc/rc_ep.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <arpa/inet.h>
+#include <cstring>
+
+namespace zv::rc {
+
+/// Run the op's completion work (unpack, fetch result), release its bounce
+/// buffer and call its completion with 'status'. Out of line: not hot.
+void retire_op(rc_iface *iface, tx_op *op, ucs_status_t status);
+
+inline rc_ep *to_ep(uct_ep_h ep) { return reinterpret_cast<rc_ep *>(ep); }
+
+inline uint64_t make_wr_id(const rc_ep *ep, uint32_t seq)
+{
+    return (static_cast<uint64_t>(ep->slot) << 32) | seq;
+}
+
+inline uint32_t am_imm(uint8_t am_id) { return htonl(am_id); }
+
+// ---------------------------------------------------------------- resources
+
+/// Can one more WR be posted now? (The caller has nothing to undo.)
+inline ucs_status_t check_tx(const rc_ep *ep)
+{
+    if (__builtin_expect(ep->st != rc_ep::state::connected, 0)) {
+        return (ep->st == rc_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
+    }
+    const rc_iface *iface = ep->iface;
+    if (__builtin_expect((ep_outstanding(ep) >= ep->max_send_wr) ||
+                         (iface->tx_outstanding >= iface->settings.tx_cq_len), 0)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+inline void ops_push(rc_ep *ep, tx_op *op)
+{
+    op->next = nullptr;
+    if (ep->ops_tail == nullptr) {
+        ep->ops_head = op;
+    } else {
+        ep->ops_tail->next = op;
+    }
+    ep->ops_tail = op;
+}
+
+
+/// Post one WR; 'op' (may be null) retires when the WR completes.
+/// 'need_signal': the caller needs a completion for this WR.
+inline ucs_status_t post(rc_ep *ep, ibv_send_wr *wr, tx_op *op, bool need_signal)
+{
+    rc_iface *iface = ep->iface;
+    uint32_t seq    = ep->posted_seq + 1;
+    // Signal when asked, every tx_moderation WRs, or when the queue would
+    // otherwise fill up with nothing to report its progress.
+    bool signal = need_signal ||
+                  (seq - ep->signaled_seq >= iface->settings.tx_moderation) ||
+                  (ep_outstanding(ep) + 1 >= ep->max_send_wr);
+    if (signal) {
+        wr->send_flags |= IBV_SEND_SIGNALED;
+    }
+    if (ep->fence_next) {
+        wr->send_flags |= IBV_SEND_FENCE;
+    }
+    wr->wr_id = make_wr_id(ep, seq);
+
+    ibv_send_wr *bad;
+    int ret = ibv_post_send(ep->qp, wr, &bad);
+    if (__builtin_expect(ret != 0, 0)) {
+        ucs_error("qp 0x%x: ibv_post_send() failed: %s", ep->qp->qp_num, strerror(ret));
+        return verbs::status_from_errno(ret);
+    }
+    ep->fence_next = false;
+    ep->posted_seq = seq;
+    ++iface->tx_outstanding;
+    if (signal) {
+        ep->signaled_seq = seq;
+    }
+    if (op != nullptr) {
+        op->seq = seq;
+        ops_push(ep, op);
+    }
+    return UCS_OK;
+}
+
+/// Send resources for a bounced operation: a WR slot, a bounce buffer and
+/// the op that releases it when its WR completes (all or nothing).
+inline ucs_status_t start_bounced(rc_ep *ep, iface::buffer **b_p, tx_op **op_p)
+{
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    rc_iface *iface  = ep->iface;
+    iface::buffer *b = iface->tx_pool.get();
+    tx_op *op        = (b != nullptr) ? op_get(iface) : nullptr;
+    if (__builtin_expect(op == nullptr, 0)) {
+        if (b != nullptr) {
+            iface::buffer_pool::put(b);
+        }
+        return UCS_ERR_NO_RESOURCE;
+    }
+    op->bounce = b;
+    *b_p       = b;
+    *op_p      = op;
+    return UCS_OK;
+}
+
+/// Post 'wr' (opcode and remote fields set by the caller) over 'length'
+/// bytes of the bounce buffer 'b'; on failure the op is retired.
+inline ssize_t post_bounced(rc_ep *ep, ibv_send_wr *wr, iface::buffer *b, tx_op *op,
+                            size_t length, bool signal)
+{
+    ibv_sge sge = {reinterpret_cast<uintptr_t>(b->data()),
+                   static_cast<uint32_t>(length), b->lkey};
+    wr->sg_list = &sge;
+    wr->num_sge = 1;
+    ucs_status_t status = post(ep, wr, op, signal);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        op->comp = nullptr;
+        op->type = tx_op::plain;
+        retire_op(ep->iface, op, status);
+        return status;
+    }
+    return static_cast<ssize_t>(length);
+}
+
+inline void fill_sge_iov(ibv_sge *sge, const uct_iov_t *iov, size_t iovcnt,
+                         size_t *total)
+{
+    for (size_t i = 0; i < iovcnt; ++i) {
+        sge[i].addr   = reinterpret_cast<uintptr_t>(iov[i].buffer);
+        sge[i].length = static_cast<uint32_t>(iov[i].length * (iov[i].count ? iov[i].count : 1));
+        sge[i].lkey   = (iov[i].memh != UCT_MEM_HANDLE_NULL) ?
+                        md::memh_lkey(iov[i].memh) : 0;
+        *total += sge[i].length;
+    }
+}
+} // namespace zv::rc
+
+#endif

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rc_zv endpoint operations: active messages, RMA, atomics.
+#include "rc/rc_ep_inl.h"
+
+namespace zv::rc {
+
+namespace {
+
+// ---------------------------------------------------------------- AM
+
+ucs_status_t am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
+                      const void *payload, unsigned length)
+{
+    rc_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    ibv_sge sge[2] = {{reinterpret_cast<uintptr_t>(&header), sizeof(header), 0},
+                      {reinterpret_cast<uintptr_t>(payload), length, 0}};
+    ibv_send_wr &wr = ep->wr;
+    wr.opcode      = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data    = am_imm(id);
+    wr.send_flags  = IBV_SEND_INLINE;
+    wr.sg_list     = sge;
+    wr.num_sge     = (length > 0) ? 2 : 1;
+    return post(ep, &wr, nullptr, false);
+}
+
+ucs_status_t am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
+                          size_t iovcnt)
+{
+    rc_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    ibv_sge sge[4];
+    size_t total = 0;
+    if (iovcnt > 4) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    fill_sge_iov(sge, iov, iovcnt, &total);
+    ibv_send_wr &wr = ep->wr;
+    wr.opcode      = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data    = am_imm(id);
+    wr.send_flags  = IBV_SEND_INLINE;
+    wr.sg_list     = sge;
+    wr.num_sge     = static_cast<int>(iovcnt);
+    return post(ep, &wr, nullptr, false);
+}
+
+ssize_t am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                 void *arg, unsigned flags)
+{
+    rc_ep *ep           = to_ep(uct_ep);
+    iface::buffer *b;
+    tx_op *op;
+    ucs_status_t status = start_bounced(ep, &b, &op);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    size_t length   = pack_cb(b->data(), arg);
+    ibv_send_wr &wr = ep->wr;
+    wr.opcode       = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data     = am_imm(id);
+    wr.send_flags   = (length <= ep->iface->max_inline) ? IBV_SEND_INLINE : 0;
+    return post_bounced(ep, &wr, b, op, length, false);
+}
+
+ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
+                      unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
+                      unsigned flags, uct_completion_t *comp)
+{
+    rc_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    if (iovcnt > 3) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    tx_op *op = op_get(ep->iface);
+    if (op == nullptr) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ibv_sge sge[4];
+    int nsge = 0;
+    if (header_length > 0) {
+        iface::buffer *b = ep->iface->tx_pool.get();
+        if (b == nullptr) {
+            op_put(ep->iface, op);
+            return UCS_ERR_NO_RESOURCE;
+        }
+        std::memcpy(b->data(), header, header_length);
+        op->bounce = b;
+        sge[nsge++] = {reinterpret_cast<uintptr_t>(b->data()), header_length, b->lkey};
+    }
+    size_t total = header_length;
+    fill_sge_iov(&sge[nsge], iov, iovcnt, &total);
+    nsge += static_cast<int>(iovcnt);
+    op->comp       = comp;
+    ibv_send_wr &wr = ep->wr;
+    wr.opcode      = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data    = am_imm(id);
+    wr.send_flags  = 0;
+    wr.sg_list     = sge;
+    wr.num_sge     = nsge;
+    status = post(ep, &wr, op, comp != nullptr);
+    if (status != UCS_OK) {
+        op->comp = nullptr;
+        retire_op(ep->iface, op, status);
+        return status;
+    }
+    return UCS_INPROGRESS;
+}
+
+// ---------------------------------------------------------------- RMA
+
+ucs_status_t put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
+                       uint64_t remote_addr, uct_rkey_t rkey)
+{
+    rc_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    ibv_sge sge    = {reinterpret_cast<uintptr_t>(buffer), length, 0};
+    ibv_send_wr &wr = ep->wr;
+    wr.opcode      = IBV_WR_RDMA_WRITE;
+    wr.send_flags  = IBV_SEND_INLINE;
+    wr.sg_list     = &sge;
+    wr.num_sge     = 1;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
+    return post(ep, &wr, nullptr, false);
+}
+
+ssize_t put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
+                  uint64_t remote_addr, uct_rkey_t rkey)
+{
+    rc_ep *ep           = to_ep(uct_ep);
+    iface::buffer *b;
+    tx_op *op;
+    ucs_status_t status = start_bounced(ep, &b, &op);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    size_t length          = pack_cb(b->data(), arg);
+    ibv_send_wr &wr         = ep->wr;
+    wr.opcode              = IBV_WR_RDMA_WRITE;
+    wr.send_flags          = 0;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
+    return post_bounced(ep, &wr, b, op, length, false);
+}
+
+ucs_status_t rdma_zcopy(rc_ep *ep, ibv_wr_opcode opcode, const uct_iov_t *iov,
+                        size_t iovcnt, uint64_t remote_addr, uct_rkey_t rkey,
+                        uct_completion_t *comp)
+{
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    if (iovcnt > 4) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    tx_op *op = nullptr;
+    if (comp != nullptr) {
+        op = op_get(ep->iface);
+        if (op == nullptr) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        op->comp = comp;
+    }
+    ibv_sge sge[4];
+    size_t total = 0;
+    fill_sge_iov(sge, iov, iovcnt, &total);
+    ibv_send_wr &wr = ep->wr;
+    wr.opcode      = opcode;
+    wr.send_flags  = 0;
+    wr.sg_list     = sge;
+    wr.num_sge     = static_cast<int>(iovcnt);
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
+    status = post(ep, &wr, op, comp != nullptr);
+    if (status != UCS_OK) {
+        if (op != nullptr) {
+            op->comp = nullptr;
+            retire_op(ep->iface, op, status);
+        }
+        return status;
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t put_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
+                       uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return rdma_zcopy(to_ep(ep), IBV_WR_RDMA_WRITE, iov, iovcnt, remote_addr, rkey,
+                      comp);
+}
+
+ucs_status_t get_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
+                       uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return rdma_zcopy(to_ep(ep), IBV_WR_RDMA_READ, iov, iovcnt, remote_addr, rkey,
+                      comp);
+}
+
+ucs_status_t get_bcopy(uct_ep_h uct_ep, uct_unpack_callback_t unpack_cb, void *arg,
+                       size_t length, uint64_t remote_addr, uct_rkey_t rkey,
+                       uct_completion_t *comp)
+{
+    rc_ep *ep           = to_ep(uct_ep);
+    if (length > ep->iface->tx_pool.payload()) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    iface::buffer *b;
+    tx_op *op;
+    ucs_status_t status = start_bounced(ep, &b, &op);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    op->type               = tx_op::get_bcopy;
+    op->unpack             = unpack_cb;
+    op->arg                = arg;
+    op->length             = static_cast<uint32_t>(length);
+    op->comp               = comp;
+    ibv_send_wr &wr         = ep->wr;
+    wr.opcode              = IBV_WR_RDMA_READ;
+    wr.send_flags          = 0;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
+    ssize_t ret            = post_bounced(ep, &wr, b, op, length, true);
+    return (ret < 0) ? static_cast<ucs_status_t>(ret) : UCS_INPROGRESS;
+}
+
+// ---------------------------------------------------------------- atomics
+
+ucs_status_t post_atomic(rc_ep *ep, ibv_wr_opcode opcode, uint64_t compare_add,
+                         uint64_t swap, uint64_t remote_addr, uct_rkey_t rkey,
+                         uint64_t *result, uct_completion_t *comp)
+{
+    iface::buffer *b;
+    tx_op *op;
+    ucs_status_t status = start_bounced(ep, &b, &op);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    if (result != nullptr) {
+        op->type   = tx_op::atomic_fetch;
+        op->result = result;
+        op->comp   = comp;
+    }
+    ibv_send_wr &wr           = ep->wr;
+    wr.opcode                = opcode;
+    wr.send_flags            = 0;
+    wr.wr.atomic.remote_addr = remote_addr;
+    wr.wr.atomic.rkey        = static_cast<uint32_t>(rkey);
+    wr.wr.atomic.compare_add = compare_add;
+    wr.wr.atomic.swap        = swap;
+    ssize_t ret = post_bounced(ep, &wr, b, op, sizeof(uint64_t), result != nullptr);
+    if (ret < 0) {
+        return static_cast<ucs_status_t>(ret);
+    }
+    return (result != nullptr) ? UCS_INPROGRESS : UCS_OK;
+}
+
+ucs_status_t atomic64_post(uct_ep_h ep, unsigned opcode, uint64_t value,
+                           uint64_t remote_addr, uct_rkey_t rkey)
+{
+    if (opcode != UCT_ATOMIC_OP_ADD) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return post_atomic(to_ep(ep), IBV_WR_ATOMIC_FETCH_AND_ADD, value, 0, remote_addr,
+                       rkey, nullptr, nullptr);
+}
+
+ucs_status_t atomic64_fetch(uct_ep_h ep, unsigned opcode, uint64_t value,
+                            uint64_t *result, uint64_t remote_addr, uct_rkey_t rkey,
+                            uct_completion_t *comp)
+{
+    if (opcode != UCT_ATOMIC_OP_ADD) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return post_atomic(to_ep(ep), IBV_WR_ATOMIC_FETCH_AND_ADD, value, 0, remote_addr,
+                       rkey, result, comp);
+}
+
+ucs_status_t atomic_cswap64(uct_ep_h ep, uint64_t compare, uint64_t swap,
+                            uint64_t remote_addr, uct_rkey_t rkey, uint64_t *result,
+                            uct_completion_t *comp)
+{
+    return post_atomic(to_ep(ep), IBV_WR_ATOMIC_CMP_AND_SWP, compare, swap,
+                       remote_addr, rkey, result, comp);
+}
+} // namespace
+
+void fill_ep_data_ops(uct_iface_ops_t *ops, bool atomics)
+{
+    ops->ep_am_short     = am_short;
+    ops->ep_am_short_iov = am_short_iov;
+    ops->ep_am_bcopy     = am_bcopy;
+    ops->ep_am_zcopy     = am_zcopy;
+    ops->ep_put_short    = put_short;
+    ops->ep_put_bcopy    = put_bcopy;
+    ops->ep_put_zcopy    = put_zcopy;
+    ops->ep_get_bcopy    = get_bcopy;
+    ops->ep_get_zcopy    = get_zcopy;
+    if (atomics) {
+        ops->ep_atomic64_post  = atomic64_post;
+        ops->ep_atomic64_fetch = atomic64_fetch;
+        ops->ep_atomic_cswap64 = atomic_cswap64;
+    }
+}
+
+} // namespace zv::rc
