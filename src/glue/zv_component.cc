@@ -5,6 +5,7 @@
 // tables, component and transport descriptors). It translates UCX's config
 // structs into plain settings for the C++ core.
 #include "glue/layout_check.h"
+#include "glue/zv_glue.h"
 #include "md/zv_md.h"
 #include "monitor/monitor.h"
 #include "rcache/config.h"
@@ -237,11 +238,7 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
     s.timing.timeout      = ib_timeout_exponent(config->timeout);
     s.timing.retry_cnt    = static_cast<uint8_t>(config->retry_count);
 
-    struct {
-        const char *name;
-        bool        bad;
-        const char *allowed;
-    } checks[] = {
+    const zv::glue::range_check checks[] = {
         {"UCX_RC_ZV_RX_QUEUE_LEN", (s.common.rx_queue_len < 16) || (s.common.rx_queue_len > 65536), "16..65536"},
         {"UCX_RC_ZV_RX_BATCH", (s.rx_batch == 0) || (s.rx_batch > s.common.rx_queue_len), "1..RX_QUEUE_LEN"},
         {"UCX_RC_ZV_TX_QUEUE_LEN", (s.common.tx_queue_len < 4) || (s.common.tx_queue_len > 16384), "4..16384"},
@@ -252,11 +249,9 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
         {"UCX_RC_ZV_CONN_TIMEOUT", !(config->conn_timeout > 0), "> 0"},
         {"UCX_RC_ZV_RETRY_COUNT", config->retry_count > 6, "0..6"},
     };
-    for (const auto &c : checks) {
-        if (c.bad) {
-            ucs_error("%s is out of range (allowed: %s)", c.name, c.allowed);
-            return UCS_ERR_INVALID_PARAM;
-        }
+    ucs_status_t status = zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
+    if (status != UCS_OK) {
+        return status;
     }
     return zv::rc::iface_open(md, worker, params, uct_config, s, iface_p);
 }
@@ -280,11 +275,6 @@ ucs_status_t zv_rkey_release(uct_component_t *component, uct_rkey_t rkey,
     return zv::md::rkey_release(component, rkey, handle);
 }
 
-ucs_status_t zv_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
-                              unsigned *num_devices_p)
-{
-    return zv::md::query_port_devices(md, devices_p, num_devices_p);
-}
 
 // UCX calls this for every opened md (its virtual filesystem of objects);
 // zv exposes nothing there yet, but the hook must exist.
@@ -313,7 +303,7 @@ uct_component_t zv_component = {
 
 uct_tl_t rc_zv_tl = {
     /* name          */ "rc_zv",
-    /* query_devices */ zv_query_devices,
+    /* query_devices */ zv::glue::query_devices,
     /* iface_open    */ zv_rc_iface_open,
     /* config        */ {"rc_zv transport", "RC_ZV_", zv_rc_iface_config_table,
                          sizeof(zv_rc_iface_config), {nullptr, nullptr}},
@@ -344,7 +334,30 @@ __attribute__((constructor)) void zv_module_init()
     setenv("UCX_RCACHE_ENABLE", "n", 0);
     uct_component_register(&zv_component);
     uct_tl_register(&zv_component, &rc_zv_tl);
+    uct_tl_register(&zv_component, zv::glue::ud_tl());
     zv_registered = true;
 }
 
 } // namespace
+
+namespace zv::glue {
+
+ucs_status_t check_ranges(const range_check *checks, size_t count)
+{
+    for (size_t i = 0; i < count; ++i) {
+        if (checks[i].bad) {
+            ucs_error("%s is out of range (allowed: %s)", checks[i].name,
+                      checks[i].allowed);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+    return UCS_OK;
+}
+
+ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                           unsigned *num_devices_p)
+{
+    return zv::md::query_port_devices(md, devices_p, num_devices_p);
+}
+
+} // namespace zv::glue

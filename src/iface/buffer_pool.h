@@ -85,6 +85,30 @@ public:
                 b->data() - m_headroom - sizeof(uct_recv_desc_t *));
     }
 
+    /// Take up to 'max' buffers and chain them as receive work requests
+    /// (wr_id = buffer, one sge of the whole payload). Returns how many.
+    unsigned fill_recv_wrs(ibv_recv_wr *wrs, ibv_sge *sges, unsigned max)
+    {
+        unsigned n = 0;
+        for (; n < max; ++n) {
+            buffer *b = get();
+            if (b == nullptr) {
+                break;
+            }
+            sges[n].addr   = reinterpret_cast<uintptr_t>(b->data());
+            sges[n].length = static_cast<uint32_t>(m_payload);
+            sges[n].lkey   = b->lkey;
+            wrs[n].wr_id   = reinterpret_cast<uintptr_t>(b);
+            wrs[n].sg_list = &sges[n];
+            wrs[n].num_sge = 1;
+            wrs[n].next    = &wrs[n + 1];
+        }
+        if (n > 0) {
+            wrs[n - 1].next = nullptr;
+        }
+        return n;
+    }
+
     size_t payload() const { return m_payload; }
     size_t headroom() const { return m_headroom; }
     size_t data_offset() const { return m_data_offset; }

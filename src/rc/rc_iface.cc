@@ -4,6 +4,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cstring>
 #include <fcntl.h>
@@ -34,24 +35,10 @@ void post_rx(rc_iface *iface, unsigned count)
     ibv_recv_wr wrs[64];
     ibv_sge     sges[64];
     while (count > 0) {
-        unsigned n = 0;
-        for (; (n < count) && (n < 64); ++n) {
-            iface::buffer *b = iface->rx_pool.get();
-            if (b == nullptr) {
-                break;
-            }
-            sges[n].addr    = reinterpret_cast<uintptr_t>(b->data());
-            sges[n].length  = static_cast<uint32_t>(iface->rx_pool.payload());
-            sges[n].lkey    = b->lkey;
-            wrs[n].wr_id    = reinterpret_cast<uintptr_t>(b);
-            wrs[n].sg_list  = &sges[n];
-            wrs[n].num_sge  = 1;
-            wrs[n].next     = &wrs[n + 1];
-        }
+        unsigned n = iface->rx_pool.fill_recv_wrs(wrs, sges, std::min(count, 64u));
         if (n == 0) {
             return; // pool exhausted; retried on the next progress
         }
-        wrs[n - 1].next = nullptr;
         ibv_recv_wr *bad;
         int ret = ibv_post_srq_recv(iface->srq, wrs, &bad);
         if (ret != 0) {

@@ -116,7 +116,8 @@ ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &re
 
 ucs_status_t create_ud_qp(const device &dev, const port_info &port, ibv_cq *send_cq,
                           ibv_cq *recv_cq, unsigned max_send_wr, unsigned max_recv_wr,
-                          unsigned max_inline, uint32_t qkey, ibv_qp **qp_p)
+                          unsigned max_inline, uint32_t qkey, ibv_qp **qp_p,
+                          unsigned max_send_sge)
 {
     ibv_qp_init_attr init = {};
     init.qp_type          = IBV_QPT_UD;
@@ -124,7 +125,7 @@ ucs_status_t create_ud_qp(const device &dev, const port_info &port, ibv_cq *send
     init.recv_cq          = recv_cq;
     init.cap.max_send_wr  = max_send_wr;
     init.cap.max_recv_wr  = max_recv_wr;
-    init.cap.max_send_sge = 1;
+    init.cap.max_send_sge = max_send_sge;
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = max_inline;
     ibv_qp *qp = ibv_create_qp(dev.pd(), &init);

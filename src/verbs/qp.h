@@ -52,7 +52,7 @@ struct rc_timing {
                                         ibv_cq *send_cq, ibv_cq *recv_cq,
                                         unsigned max_send_wr, unsigned max_recv_wr,
                                         unsigned max_inline, uint32_t qkey,
-                                        ibv_qp **qp_p);
+                                        ibv_qp **qp_p, unsigned max_send_sge = 1);
 
 /// Address handle towards a peer's port.
 [[nodiscard]] ucs_status_t create_ah(const device &dev, const port_info &port,

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// An endpoint's queue of UCT pending requests (linked through req->priv).
+#ifndef ZV_IFACE_PENDING_H
+#define ZV_IFACE_PENDING_H
+
+#include <uct/api/uct.h>
+
+namespace zv::iface {
+
+/// FIFO of uct_pending_req_t; no allocation (the link lives in req->priv).
+/// Not thread safe (one endpoint, one thread at a time, as UCT requires).
+class pending_queue {
+public:
+    bool empty() const { return m_head == nullptr; }
+
+    void push(uct_pending_req_t *req)
+    {
+        next(req) = nullptr;
+        if (m_tail == nullptr) {
+            m_head = req;
+        } else {
+            next(m_tail) = req;
+        }
+        m_tail = req;
+    }
+
+    /// Remove every request, calling cb (if any) on each, in order.
+    void purge(uct_pending_purge_callback_t cb, void *arg)
+    {
+        uct_pending_req_t *req = m_head;
+        m_head = m_tail = nullptr;
+        while (req != nullptr) {
+            uct_pending_req_t *n = next(req);
+            if (cb != nullptr) {
+                cb(req, arg);
+            }
+            req = n;
+        }
+    }
+
+    /// Run queued requests while can_send() says there are resources, at
+    /// most 'budget' calls. A request that returns UCS_OK is done and
+    /// removed; UCS_INPROGRESS made progress and runs again; anything else
+    /// means "out of resources again" and stops. Returns true when empty.
+    template <class CanSend>
+    bool dispatch(CanSend &&can_send, unsigned budget = 64)
+    {
+        while ((m_head != nullptr) && (budget-- > 0) && can_send()) {
+            uct_pending_req_t *req = m_head;
+            ucs_status_t status    = req->func(req);
+            if (status == UCS_OK) {
+                // The callback may have purged the queue (endpoint error).
+                if (m_head == req) {
+                    m_head = next(req);
+                    if (m_head == nullptr) {
+                        m_tail = nullptr;
+                    }
+                }
+            } else if (status != UCS_INPROGRESS) {
+                break;
+            }
+        }
+        return m_head == nullptr;
+    }
+
+private:
+    static uct_pending_req_t *&next(uct_pending_req_t *req)
+    {
+        return *reinterpret_cast<uct_pending_req_t **>(req->priv);
+    }
+
+    uct_pending_req_t *m_head = nullptr;
+    uct_pending_req_t *m_tail = nullptr;
+};
+
+} // namespace zv::iface
+
+#endif

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Software reliability for unreliable transports: the per-connection state
+// machine (sequence numbers, window, cumulative acks, retransmission, peer
+// timeout), independent of verbs so it can be driven by a lossy test channel.
+#ifndef ZV_UD_REL_H
+#define ZV_UD_REL_H
+
+#include <cstdint>
+
+namespace zv::rel {
+
+/*
+ * The protocol (go-back-N with cumulative acknowledgements):
+ *
+ * - Every reliable packet of a connection carries a 16-bit sequence number
+ *   (psn), consecutive from 0. The receiver delivers only the next expected
+ *   psn, so delivery is exactly once and in order; an older psn is a
+ *   duplicate (dropped, and re-acknowledged at once because the sender
+ *   evidently missed the ack); a newer one means a gap (dropped, and one NAK
+ *   per gap asks the sender to go back now instead of at its timeout).
+ * - The receiver acknowledges cumulatively (ack_psn = last psn delivered):
+ *   piggybacked on its own traffic when there is some, otherwise in a
+ *   stand-alone ACK after 'ack_every' deliveries or 'ack_delay' time.
+ * - The sender keeps at most 'window' unacknowledged packets (the transport
+ *   keeps their buffers for retransmission: memory is bounded by the
+ *   window). With packets outstanding it runs one timer: when it expires,
+ *   every unacknowledged packet is sent again and the timeout doubles, up
+ *   to rto_max; any ack that makes progress resets it to rto_init. When no
+ *   ack has made progress for 'peer_timeout', the peer is declared dead.
+ * - psn comparisons are modulo 2^16; window <= max_window keeps them
+ *   unambiguous (a psn is never compared with one 2^15 away).
+ *
+ * Time is an abstract monotonic tick count chosen by the caller (UCX time
+ * in the transport, virtual nanoseconds in tests); all settings are in the
+ * same unit. Not thread safe: one connection is used by one thread at a time.
+ */
+
+using psn_t = uint16_t;
+
+/// a comes before b (modulo 2^16).
+constexpr bool psn_before(psn_t a, psn_t b)
+{
+    return static_cast<int16_t>(static_cast<psn_t>(a - b)) < 0;
+}
+
+constexpr unsigned max_window = 16384;
+
+struct settings {
+    unsigned window       = 256;  ///< unacknowledged packets, 1..max_window
+    uint64_t rto_init     = 0;    ///< first retransmission timeout
+    uint64_t rto_max      = 0;    ///< cap of the doubling timeout
+    uint64_t peer_timeout = 0;    ///< no ack progress this long: peer dead
+    unsigned ack_every    = 32;   ///< deliveries before an ack is due
+    uint64_t ack_delay    = 0;    ///< time before a delayed ack is due
+};
+
+/// Base of the transport's send descriptor: the sender links and numbers
+/// packets; the transport owns their memory.
+struct tx_pkt {
+    tx_pkt *next;
+    psn_t   psn;
+};
+
+/// Sending half of a connection.
+class sender {
+public:
+    enum class timer_result : uint8_t { idle, wait, resend, failed };
+
+    void init(const settings *s, psn_t first_psn = 0)
+    {
+        m_s    = s;
+        m_next = first_psn;
+        m_rto  = s->rto_init;
+    }
+
+    bool idle() const { return m_head == nullptr; }
+    bool window_full() const { return m_count >= m_s->window; }
+    unsigned outstanding() const { return m_count; }
+    psn_t next_psn() const { return m_next; }
+    tx_pkt *head() const { return m_head; }
+    uint64_t deadline() const { return m_deadline; }
+
+    /// Number 'p' with the next psn and keep it until acknowledged. The
+    /// caller checked window_full().
+    psn_t push(tx_pkt *p, uint64_t now)
+    {
+        p->psn  = m_next++;
+        p->next = nullptr;
+        if (m_head == nullptr) {
+            m_head        = p;
+            m_progress_at = now;
+            m_deadline    = now + m_rto;
+        } else {
+            m_tail->next = p;
+        }
+        m_tail = p;
+        ++m_count;
+        return p->psn;
+    }
+
+    /// Cumulative ack: every psn up to and including 'ack' arrived.
+    /// release(tx_pkt *) is called for each packet that leaves the window,
+    /// in psn order. Acks that are stale, or that acknowledge a psn never
+    /// sent (a broken or hostile peer), change nothing. Returns the number
+    /// of packets released.
+    template <class Release>
+    unsigned ack(psn_t ack, uint64_t now, Release &&release)
+    {
+        if ((m_head == nullptr) || psn_before(ack, m_head->psn) ||
+            !psn_before(ack, m_next)) {
+            return 0;
+        }
+        unsigned n = 0;
+        while ((m_head != nullptr) && !psn_before(ack, m_head->psn)) {
+            tx_pkt *p = m_head;
+            m_head    = p->next;
+            --m_count;
+            ++n;
+            release(p);
+        }
+        if (m_head == nullptr) {
+            m_tail = nullptr;
+        }
+        m_rto         = m_s->rto_init;
+        m_progress_at = now;
+        m_deadline    = now + m_rto;
+        return n;
+    }
+
+    /// The peer saw a gap after 'ack': acknowledge up to it, then true when
+    /// the caller should send the whole window again now. One go-back per
+    /// head psn: a repeated NAK for the same gap waits for the timer.
+    template <class Release>
+    bool nak(psn_t ack_psn, uint64_t now, Release &&release)
+    {
+        ack(ack_psn, now, release);
+        if ((m_head == nullptr) || (m_nak_valid && (m_nak_head == m_head->psn))) {
+            return false;
+        }
+        m_nak_valid = true;
+        m_nak_head  = m_head->psn;
+        m_deadline  = now + m_rto;
+        return true;
+    }
+
+    /// Check the retransmission timer. 'resend': send every packet in the
+    /// window again (head() onwards); 'failed': the peer has not made
+    /// progress for peer_timeout.
+    timer_result on_timer(uint64_t now)
+    {
+        if (m_head == nullptr) {
+            return timer_result::idle;
+        }
+        if (now < m_deadline) {
+            return timer_result::wait;
+        }
+        if (now - m_progress_at >= m_s->peer_timeout) {
+            return timer_result::failed;
+        }
+        m_rto       = (m_rto * 2 > m_s->rto_max) ? m_s->rto_max : m_rto * 2;
+        m_deadline  = now + m_rto;
+        m_nak_valid = false;
+        return timer_result::resend;
+    }
+
+    /// Drop every packet (connection failed or destroyed), in psn order.
+    template <class Release>
+    void purge(Release &&release)
+    {
+        while (m_head != nullptr) {
+            tx_pkt *p = m_head;
+            m_head    = p->next;
+            release(p);
+        }
+        m_tail  = nullptr;
+        m_count = 0;
+    }
+
+private:
+    const settings *m_s           = nullptr;
+    tx_pkt         *m_head        = nullptr;
+    tx_pkt         *m_tail        = nullptr;
+    unsigned        m_count       = 0;
+    psn_t           m_next        = 0;
+    psn_t           m_nak_head    = 0;
+    bool            m_nak_valid   = false;
+    uint64_t        m_rto         = 0;
+    uint64_t        m_deadline    = 0;
+    uint64_t        m_progress_at = 0;
+};
+
+/// Receiving half of a connection.
+class receiver {
+public:
+    enum class verdict : uint8_t { deliver, duplicate, gap };
+
+    void init(const settings *s, psn_t first_psn = 0)
+    {
+        m_s        = s;
+        m_expected = first_psn;
+    }
+
+    /// A reliable packet with 'psn' arrived: deliver it (the next in
+    /// order), or drop it as a duplicate or as beyond a gap.
+    verdict on_data(psn_t psn, uint64_t now)
+    {
+        if (psn == m_expected) {
+            ++m_expected;
+            if (m_unacked++ == 0) {
+                m_ack_deadline = now + m_s->ack_delay;
+            }
+            m_nak_sent = false;
+            return verdict::deliver;
+        }
+        if (psn_before(psn, m_expected)) {
+            m_ack_now = true;
+            return verdict::duplicate;
+        }
+        if (!m_nak_sent) {
+            m_nak_now  = true;
+            m_nak_sent = true;
+        }
+        return verdict::gap;
+    }
+
+    /// Last psn delivered: what an ack carries.
+    psn_t ack_psn() const { return static_cast<psn_t>(m_expected - 1); }
+    psn_t expected() const { return m_expected; }
+
+    /// A NAK should go out (a gap was seen since the last one).
+    bool nak_due() const { return m_nak_now; }
+    /// An ack should go out now.
+    bool ack_due(uint64_t now) const
+    {
+        return m_ack_now || (m_unacked >= m_s->ack_every) ||
+               ((m_unacked > 0) && (now >= m_ack_deadline));
+    }
+    /// Something is owed to the sender (an ack or a NAK), now or later.
+    bool owes() const { return m_ack_now || m_nak_now || (m_unacked > 0); }
+    uint64_t ack_deadline() const { return m_ack_deadline; }
+
+    /// An ack (or NAK) carrying ack_psn() left: nothing is owed any more.
+    void acked()
+    {
+        m_unacked = 0;
+        m_ack_now = false;
+        m_nak_now = false;
+    }
+
+private:
+    const settings *m_s            = nullptr;
+    psn_t           m_expected     = 0;
+    unsigned        m_unacked      = 0;
+    bool            m_ack_now      = false;
+    bool            m_nak_now      = false;
+    bool            m_nak_sent     = false;
+    uint64_t        m_ack_deadline = 0;
+};
+
+} // namespace zv::rel
+
+#endif

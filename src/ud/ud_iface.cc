@@ -1,0 +1,833 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// ud_zv interface: resources, receive path and validation, acks, timers.
+#include "ud/ud_ep.h"
+
+#include <ucs/debug/log_def.h>
+#include <ucs/time/time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace zv::ud {
+
+namespace {
+
+constexpr unsigned rx_poll_batch = 16;
+constexpr unsigned tx_poll_batch = 16;
+constexpr uint32_t qkey          = 0x1ee7a330;
+constexpr uint64_t wr_id_ctl     = 1; ///< low bit: control packet (no descriptor)
+
+// ---------------------------------------------------------------- receive
+
+/// Where UCP's data starts in a receive buffer.
+inline char *am_data(iface::buffer *b) { return b->data() + grh_len + sizeof(ud_hdr); }
+
+void release_rx(uct_recv_desc_t *self, void *desc)
+{
+    ud_iface *iface = static_cast<ud_iface *>(
+            reinterpret_cast<iface::release_desc *>(self)->owner);
+    char *data = static_cast<char *>(desc) + iface->rx_headroom;
+    iface::buffer_pool::put(iface->rx_pool.from_data(data - grh_len - sizeof(ud_hdr)));
+}
+
+void post_rx(ud_iface *iface, unsigned count)
+{
+    ibv_recv_wr wrs[64];
+    ibv_sge     sges[64];
+    while (count > 0) {
+        unsigned n = iface->rx_pool.fill_recv_wrs(wrs, sges, std::min(count, 64u));
+        if (n == 0) {
+            return; // pool exhausted; retried on the next progress
+        }
+        ibv_recv_wr *bad;
+        int ret = ibv_post_recv(iface->qp, wrs, &bad);
+        if (ret != 0) {
+            ucs_error("qp 0x%x: ibv_post_recv() failed: %s", iface->qp->qp_num,
+                      strerror(ret));
+            for (ibv_recv_wr *w = bad; w != nullptr; w = w->next) {
+                iface::buffer_pool::put(reinterpret_cast<iface::buffer *>(w->wr_id));
+                --n;
+            }
+            iface->rx_posted += n;
+            return;
+        }
+        iface->rx_posted += n;
+        count -= n;
+    }
+}
+
+rx_conn *conn_lookup(ud_iface *iface, uint32_t id, uint32_t src_qp)
+{
+    uint32_t idx = id & id_index_mask;
+    rx_conn *c   = (idx < iface->conns.size()) ? iface->conns[idx] : nullptr;
+    return ((c != nullptr) && (c->id == id) && (c->peer_qpn == src_qp)) ? c : nullptr;
+}
+
+/// A CREQ: find or create the receive connection, answer with CREP.
+void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
+                 const char *body, size_t body_len)
+{
+    creq_body b;
+    if ((body_len < sizeof(b)) || (hdr.psn != 0)) {
+        ++iface->bad_rx;
+        return;
+    }
+    std::memcpy(&b, body, sizeof(b));
+    const uint32_t peer_ep = b.ep_id;
+    auto key = std::make_tuple(gid_key(b.dev), src_qp, peer_ep);
+    rx_conn *c;
+    auto it = iface->conn_by_key.find(key);
+    if (it != iface->conn_by_key.end()) {
+        c = iface->conns[it->second & id_index_mask];
+    } else {
+        if (iface->free_conns.empty() && (iface->conns.size() > id_index_mask)) {
+            ++iface->bad_rx;
+            return;
+        }
+        ibv_ah *ah;
+        if (ah_for(iface, b.dev, &ah) != UCS_OK) {
+            ++iface->bad_rx;
+            return;
+        }
+        c = new (std::nothrow) rx_conn{};
+        if (c == nullptr) {
+            return; // the peer retries
+        }
+        uint32_t idx;
+        if (iface->free_conns.empty()) {
+            idx = static_cast<uint32_t>(iface->conns.size());
+            iface->conns.push_back(c);
+            iface->conn_gen.push_back(0);
+        } else {
+            idx = iface->free_conns.back();
+            iface->free_conns.pop_back();
+            iface->conns[idx] = c;
+        }
+        c->id       = (static_cast<uint32_t>(iface->conn_gen[idx]) << id_bits) | idx;
+        c->peer_ep  = b.ep_id;
+        c->peer_qpn = src_qp;
+        c->peer     = b.dev;
+        c->ah       = ah;
+        c->rx.init(&iface->settings.rel);
+        iface->conn_by_key.emplace(key, c->id);
+        for (ud_ep *ep : iface->eps) {
+            if ((ep != nullptr) && (ep->partner == nullptr) && (ep->peer_qpn == src_qp) &&
+                (std::memcmp(ep->peer.gid, b.dev.gid, sizeof(b.dev.gid)) == 0)) {
+                ep->partner = c;
+                c->partner  = ep;
+                break;
+            }
+        }
+        ucs_debug("ud_zv: receive connection 0x%x for endpoint 0x%x of qp 0x%x",
+                  c->id, b.ep_id, src_qp);
+    }
+    (void)c->rx.on_data(hdr.psn, ucs_get_time());
+    ud_hdr h   = {};
+    h.dest     = c->peer_ep;
+    h.ack_psn  = c->rx.ack_psn();
+    h.type     = ud_hdr::crep;
+    h.magic    = ud_hdr::magic_value;
+    crep_body r{c->id};
+    if (send_ctl(iface, c->ah, c->peer_qpn, h, &r, sizeof(r)) == UCS_OK) {
+        c->rx.acked();
+    }
+    // Otherwise the CREQ comes again and is answered then.
+}
+
+/// One received packet; 'b' is null for an injected duplicate (a copy of
+/// the header). Returns true when UCP kept the buffer.
+bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp,
+                   iface::buffer *b)
+{
+    ud_hdr hdr;
+    if (__builtin_expect(len < grh_len + sizeof(hdr), 0)) {
+        ++iface->bad_rx;
+        return false;
+    }
+    std::memcpy(&hdr, pkt + grh_len, sizeof(hdr));
+    const char *body = pkt + grh_len + sizeof(hdr);
+    size_t body_len  = len - grh_len - sizeof(hdr);
+    if (__builtin_expect(hdr.magic != ud_hdr::magic_value, 0)) {
+        ++iface->bad_rx;
+        return false;
+    }
+    switch (hdr.type) {
+    case ud_hdr::data: {
+        rx_conn *c = conn_lookup(iface, hdr.dest, src_qp);
+        if (__builtin_expect((c == nullptr) || (hdr.am_id >= UCT_AM_ID_MAX), 0)) {
+            ++iface->bad_rx;
+            return false;
+        }
+        if (hdr.ack_dest != 0) {
+            handle_ep_packet(iface, hdr, src_qp, nullptr, 0);
+        }
+        rel::receiver::verdict v = c->rx.on_data(hdr.psn, ucs_get_time());
+        owe_link(iface, c);
+        if (v == rel::receiver::verdict::duplicate) {
+            ++iface->dup_rx;
+            return false;
+        }
+        if ((v == rel::receiver::verdict::gap) || (b == nullptr)) {
+            ++iface->gap_rx;
+            return false;
+        }
+        ucs_status_t status = uct_iface_invoke_am(&iface->super.super, hdr.am_id,
+                                                  am_data(b), static_cast<unsigned>(body_len),
+                                                  UCT_CB_PARAM_FLAG_DESC);
+        if (status == UCS_OK) {
+            return false;
+        }
+        // UCP keeps the data and releases it through release_rx().
+        char *desc = am_data(b) - iface->rx_headroom;
+        *reinterpret_cast<uct_recv_desc_t **>(desc - sizeof(uct_recv_desc_t *)) =
+                &iface->release_desc.super;
+        return true;
+    }
+    case ud_hdr::creq:
+        handle_creq(iface, hdr, src_qp, body, body_len);
+        return false;
+    case ud_hdr::disc: {
+        rx_conn *c = conn_lookup(iface, hdr.dest, src_qp);
+        disc_body d;
+        if ((c == nullptr) || (body_len < sizeof(d))) {
+            ++iface->bad_rx;
+            return false;
+        }
+        std::memcpy(&d, body, sizeof(d));
+        if (d.ep_id != c->peer_ep) {
+            ++iface->bad_rx;
+            return false;
+        }
+        conn_free(iface, c);
+        return false;
+    }
+    case ud_hdr::ack:
+    case ud_hdr::nak:
+    case ud_hdr::crep:
+        handle_ep_packet(iface, hdr, src_qp, body, body_len);
+        return false;
+    default:
+        ++iface->bad_rx;
+        return false;
+    }
+}
+
+/// A completed receive: through the fault injector when it is on.
+void receive_one(ud_iface *iface, iface::buffer *b, const ibv_wc &wc)
+{
+    if (iface->fault.on()) {
+        switch (iface->fault.next()) {
+        case iface::fault_injector::action::drop:
+            iface::buffer_pool::put(b);
+            return;
+        case iface::fault_injector::action::dup: {
+            char copy[grh_len + sizeof(ud_hdr) + sizeof(creq_body)];
+            size_t n = std::min<size_t>(wc.byte_len, sizeof(copy));
+            std::memcpy(copy, b->data(), n);
+            if (!handle_packet(iface, b->data(), wc.byte_len, wc.src_qp, b)) {
+                iface::buffer_pool::put(b);
+            }
+            (void)handle_packet(iface, copy, n, wc.src_qp, nullptr);
+            return;
+        }
+        case iface::fault_injector::action::hold:
+            if (iface->held_buf == nullptr) {
+                iface->held_buf = b;
+                iface->held_wc  = wc;
+                return;
+            }
+            break;
+        case iface::fault_injector::action::pass:
+            break;
+        }
+    }
+    if (!handle_packet(iface, b->data(), wc.byte_len, wc.src_qp, b)) {
+        iface::buffer_pool::put(b);
+    }
+    if (iface->held_buf != nullptr) {
+        // The held packet arrives after this one: reordered.
+        iface::buffer *h = iface->held_buf;
+        iface->held_buf  = nullptr;
+        if (!handle_packet(iface, h->data(), iface->held_wc.byte_len,
+                           iface->held_wc.src_qp, h)) {
+            iface::buffer_pool::put(h);
+        }
+    }
+}
+
+/// Owed acks and NAKs that are due go out as packets of their own.
+void send_acks(ud_iface *iface, ucs_time_t now)
+{
+    for (rx_conn **p = &iface->owe_conns; *p != nullptr;) {
+        rx_conn *c = *p;
+        if (!c->rx.owes()) {
+            *p        = c->owe_next;
+            c->on_owe = false;
+            continue;
+        }
+        bool nak = c->rx.nak_due();
+        if (nak || c->rx.ack_due(now)) {
+            ud_hdr h  = {};
+            h.dest    = c->peer_ep;
+            h.ack_psn = c->rx.ack_psn();
+            h.type    = nak ? ud_hdr::nak : ud_hdr::ack;
+            h.magic   = ud_hdr::magic_value;
+            if (send_ctl(iface, c->ah, c->peer_qpn, h, nullptr, 0) != UCS_OK) {
+                return; // send queue full: next time
+            }
+            c->rx.acked();
+            *p        = c->owe_next;
+            c->on_owe = false;
+            continue;
+        }
+        p = &c->owe_next;
+    }
+}
+
+unsigned poll_rx(ud_iface *iface)
+{
+    ibv_wc wc[rx_poll_batch];
+    int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
+    for (int i = 0; i < n; ++i) {
+        auto *b = reinterpret_cast<iface::buffer *>(wc[i].wr_id);
+        --iface->rx_posted;
+        if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+                ucs_debug("qp 0x%x: receive completion error: %s", iface->qp->qp_num,
+                          ibv_wc_status_str(wc[i].status));
+            }
+            iface::buffer_pool::put(b);
+            continue;
+        }
+        receive_one(iface, b, wc[i]);
+    }
+    if ((n <= 0) && (iface->held_buf != nullptr)) {
+        // Nothing came after the held packet: let it through now.
+        iface::buffer *h = iface->held_buf;
+        iface->held_buf  = nullptr;
+        if (!handle_packet(iface, h->data(), iface->held_wc.byte_len,
+                           iface->held_wc.src_qp, h)) {
+            iface::buffer_pool::put(h);
+        }
+    }
+    if (iface->owe_conns != nullptr) {
+        send_acks(iface, ucs_get_time());
+    }
+    unsigned missing = iface->super.settings.rx_queue_len - iface->rx_posted;
+    if (missing >= iface->settings.rx_batch) {
+        post_rx(iface, missing);
+    }
+    return static_cast<unsigned>(n > 0 ? n : 0);
+}
+
+unsigned poll_tx(ud_iface *iface)
+{
+    ibv_wc wc[tx_poll_batch];
+    int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
+    for (int i = 0; i < n; ++i) {
+        --iface->tx_outstanding;
+        if (__builtin_expect((wc[i].status != IBV_WC_SUCCESS) &&
+                             (wc[i].status != IBV_WC_WR_FLUSH_ERR), 0)) {
+            // A datagram that did not leave is like one lost on the wire.
+            ucs_debug("qp 0x%x: send completion error: %s", iface->qp->qp_num,
+                      ibv_wc_status_str(wc[i].status));
+        }
+        if (wc[i].wr_id & wr_id_ctl) {
+            continue;
+        }
+        auto *d = reinterpret_cast<tx_desc *>(wc[i].wr_id);
+        if ((--d->in_flight == 0) && d->acked) {
+            release_desc(iface, d);
+        }
+    }
+    return static_cast<unsigned>(n > 0 ? n : 0);
+}
+
+unsigned progress(uct_iface_h uct_iface)
+{
+    ud_iface *iface    = to_ud(uct_iface);
+    iface->in_progress = true;
+    unsigned count     = poll_rx(iface) + poll_tx(iface);
+    if ((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) {
+        ucs_time_t now = ucs_get_time();
+        if (now >= iface->next_timer) {
+            iface->next_timer = now + iface->timer_tick;
+            count += check_timers(iface, now);
+        }
+    }
+    if (iface->pending_eps != nullptr) {
+        dispatch_pending(iface);
+    }
+    iface->in_progress = false;
+    if (__builtin_expect(!iface->graveyard.empty(), 0)) {
+        free_deferred(iface);
+    }
+    return count;
+}
+
+// ---------------------------------------------------------------- iface ops
+
+void destroy_resources(ud_iface *iface)
+{
+    const char *dev = iface->super.md->dev.name().c_str();
+    verbs::destroy_qp(iface->qp);
+    iface->qp = nullptr;
+    for (ud_ep *ep : iface->eps) {
+        delete ep;
+    }
+    for (ud_ep *ep : iface->graveyard) {
+        delete ep;
+    }
+    for (rx_conn *c : iface->conns) {
+        delete c;
+    }
+    for (auto &kv : iface->ahs) {
+        if (ibv_destroy_ah(kv.second) != 0) {
+            ucs_warn("%s: ibv_destroy_ah() failed: %m", dev);
+        }
+    }
+    iface->ahs.clear();
+    if ((iface->recv_cq != nullptr) && (ibv_destroy_cq(iface->recv_cq) != 0)) {
+        ucs_warn("%s: ibv_destroy_cq(recv) failed: %m", dev);
+    }
+    if ((iface->send_cq != nullptr) && (ibv_destroy_cq(iface->send_cq) != 0)) {
+        ucs_warn("%s: ibv_destroy_cq(send) failed: %m", dev);
+    }
+}
+
+void iface_close(uct_iface_h uct_iface)
+{
+    ud_iface *iface = to_ud(uct_iface);
+    uct_base_iface_progress_disable(uct_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_debug("ud_zv iface %p: %lu packets resent, %lu duplicates and %lu out of "
+              "order dropped, %lu invalid; injected %lu drops, %lu duplicates, "
+              "%lu reorders", iface, iface->resent, iface->dup_rx, iface->gap_rx,
+              iface->bad_rx, iface->fault.dropped, iface->fault.duplicated,
+              iface->fault.held);
+    if (iface->held_buf != nullptr) {
+        iface::buffer_pool::put(iface->held_buf);
+    }
+    destroy_resources(iface);
+    iface::cleanup(&iface->super);
+    delete iface;
+}
+
+ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
+{
+    ud_iface *iface = to_ud(uct_iface);
+    iface::query_common(&iface->super, attr);
+    attr->iface_addr_len = sizeof(iface_addr);
+    attr->ep_addr_len    = 0;
+    attr->max_conn_priv  = 0;
+    attr->cap.flags      = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                           UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                           UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                           UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    attr->cap.event_flags = 0; // retransmission needs progress: no sleeping
+    attr->cap.am.max_short       = iface->max_payload - sizeof(uint64_t);
+    attr->cap.am.max_bcopy       = iface->max_payload;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = iface->max_payload;
+    attr->cap.am.max_hdr         = std::min<size_t>(64, iface->max_payload);
+    attr->cap.am.max_iov         = max_sge - 1;
+    attr->cap.am.opt_zcopy_align = 512;
+    attr->cap.am.align_mtu       = iface->super.port->mtu_bytes;
+    // Software acks and a copy per packet on both sides.
+    attr->overhead = 100e-9;
+    return UCS_OK;
+}
+
+ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
+{
+    uint32_t qpn = to_ud(uct_iface)->qp->qp_num;
+    auto *a      = reinterpret_cast<iface_addr *>(addr);
+    a->qpn[0]    = static_cast<uint8_t>(qpn);
+    a->qpn[1]    = static_cast<uint8_t>(qpn >> 8);
+    a->qpn[2]    = static_cast<uint8_t>(qpn >> 16);
+    return UCS_OK;
+}
+
+int is_reachable(const uct_iface_h uct_iface, const uct_device_addr_t *dev_addr,
+                 const uct_iface_addr_t *)
+{
+    return (dev_addr != nullptr) &&
+           iface::is_device_reachable(&to_ud(uct_iface)->super, dev_addr);
+}
+
+ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp)
+{
+    ud_iface *iface = to_ud(uct_iface);
+    if (comp != nullptr) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    for (ud_ep *ep : iface->eps) {
+        if ((ep != nullptr) && (ep->unreleased > 0)) {
+            return UCS_INPROGRESS;
+        }
+    }
+    return UCS_OK;
+}
+
+ucs_status_t iface_fence(uct_iface_h, unsigned)
+{
+    return UCS_OK;
+}
+
+void progress_enable(uct_iface_h iface, unsigned flags)
+{
+    uct_base_iface_progress_enable_cb(&to_ud(iface)->super.super,
+                                      reinterpret_cast<ucs_callback_t>(progress), flags);
+}
+
+void progress_disable(uct_iface_h iface, unsigned flags)
+{
+    uct_base_iface_progress_disable(iface, flags);
+}
+
+ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr)
+{
+    return uct_base_iface_estimate_perf(iface, perf_attr);
+}
+
+void vfs_refresh(uct_iface_h) {}
+
+ucs_status_t ep_query(uct_ep_h, uct_ep_attr_t *) { return UCS_ERR_UNSUPPORTED; }
+
+ucs_status_t ep_invalidate(uct_ep_h, unsigned) { return UCS_ERR_UNSUPPORTED; }
+
+uct_iface_ops_t make_ops()
+{
+    uct_iface_ops_t ops;
+    std::memset(&ops, 0, sizeof(ops));
+    fill_ep_ops(&ops);
+    ops.iface_flush              = iface_flush;
+    ops.iface_fence              = iface_fence;
+    ops.iface_progress_enable    = progress_enable;
+    ops.iface_progress_disable   = progress_disable;
+    ops.iface_progress           = progress;
+    ops.iface_close              = iface_close;
+    ops.iface_query              = iface_query;
+    ops.iface_get_device_address = iface::get_device_address;
+    ops.iface_get_address        = get_address;
+    ops.iface_is_reachable       = is_reachable;
+    return ops;
+}
+
+uct_iface_ops_t          ud_ops          = make_ops();
+uct_iface_internal_ops_t ud_internal_ops = {
+    /* iface_estimate_perf */ estimate_perf,
+    /* iface_vfs_refresh   */ vfs_refresh,
+    /* ep_query            */ ep_query,
+    /* ep_invalidate       */ ep_invalidate,
+};
+
+ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
+{
+    const verbs::device &dev = iface->super.md->dev;
+    const ud_settings &s     = iface->settings;
+    const char *name         = dev.name().c_str();
+    const unsigned mtu       = iface->super.port->mtu_bytes;
+
+    iface->send_cq = ibv_create_cq(dev.ctx(), static_cast<int>(s.common.tx_queue_len),
+                                   nullptr, nullptr, 0);
+    iface->recv_cq = (iface->send_cq == nullptr) ? nullptr :
+                     ibv_create_cq(dev.ctx(), static_cast<int>(s.common.rx_queue_len),
+                                   nullptr, nullptr, 0);
+    if ((iface->send_cq == nullptr) || (iface->recv_cq == nullptr)) {
+        ucs_error("%s: ibv_create_cq() failed: %m", name);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ucs_status_t status = verbs::create_ud_qp(dev, *iface->super.port, iface->send_cq,
+                                              iface->recv_cq, s.common.tx_queue_len,
+                                              s.common.rx_queue_len, s.max_inline, qkey,
+                                              &iface->qp, max_sge);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ibv_qp_attr qattr;
+    ibv_qp_init_attr qinit;
+    iface->max_inline = (ibv_query_qp(iface->qp, &qattr, IBV_QP_CAP, &qinit) == 0) ?
+                        qinit.cap.max_inline_data : 0;
+    iface->max_payload = mtu - sizeof(ud_hdr);
+    iface->rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
+                         params->rx_headroom : 0;
+    status = iface->rx_pool.init(&dev, "ud_zv receive", grh_len + mtu,
+                                 iface->rx_headroom, 256, 0, IBV_ACCESS_LOCAL_WRITE);
+    if (status == UCS_OK) {
+        status = iface->tx_pool.init(&dev, "ud_zv send",
+                                     sizeof(tx_desc) + sizeof(ud_hdr) + iface->max_payload,
+                                     0, 128, 0, IBV_ACCESS_LOCAL_WRITE);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    iface->release_desc.super.cb = release_rx;
+    iface->release_desc.owner    = iface;
+    iface->eps.push_back(nullptr); // id 0 is "none"
+    iface->ep_gen.push_back(0);
+    iface->conns.push_back(nullptr);
+    iface->conn_gen.push_back(0);
+    iface->fault.init(s.fault);
+    if (iface->fault.on()) {
+        ucs_diag("ud_zv: fault injection in the receive path: drop %g, duplicate %g, "
+                 "reorder %g, seed %lu", s.fault.drop, s.fault.dup, s.fault.reorder,
+                 s.fault.seed);
+    }
+    uint64_t tick     = std::min(s.rel.rto_init, s.rel.ack_delay) / 2;
+    iface->timer_tick = (tick > 0) ? tick : 1;
+    post_rx(iface, s.common.rx_queue_len);
+    if (iface->rx_posted == 0) {
+        ucs_error("%s: could not post any receive buffer", name);
+        return UCS_ERR_NO_MEMORY;
+    }
+    return UCS_OK;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------- shared
+
+ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
+{
+    if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ibv_send_wr wr      = {};
+    wr.wr_id            = reinterpret_cast<uintptr_t>(d);
+    wr.sg_list          = d->sge;
+    wr.num_sge          = d->num_sge;
+    wr.opcode           = IBV_WR_SEND;
+    wr.send_flags       = IBV_SEND_SIGNALED;
+    if ((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) {
+        wr.send_flags |= IBV_SEND_INLINE;
+    }
+    wr.wr.ud.ah          = ep->ah;
+    wr.wr.ud.remote_qpn  = ep->peer_qpn;
+    wr.wr.ud.remote_qkey = qkey;
+    ibv_send_wr *bad;
+    int ret = ibv_post_send(iface->qp, &wr, &bad);
+    if (__builtin_expect(ret != 0, 0)) {
+        ucs_debug("qp 0x%x: ibv_post_send() failed: %s", iface->qp->qp_num, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    ++d->in_flight;
+    ++iface->tx_outstanding;
+    return UCS_OK;
+}
+
+ucs_status_t send_ctl(ud_iface *iface, ibv_ah *ah, uint32_t qpn, const ud_hdr &hdr,
+                      const void *body, size_t body_len)
+{
+    if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    // Control packets are small and sent from a registered buffer that is
+    // released when the send completes (inline when the device allows).
+    iface::buffer *b = iface->tx_pool.get();
+    if (b == nullptr) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    std::memcpy(b->data(), &hdr, sizeof(hdr));
+    if (body_len > 0) {
+        std::memcpy(b->data() + sizeof(hdr), body, body_len);
+    }
+    ibv_sge sge          = {reinterpret_cast<uintptr_t>(b->data()),
+                            static_cast<uint32_t>(sizeof(hdr) + body_len), b->lkey};
+    ibv_send_wr wr       = {};
+    wr.wr_id             = reinterpret_cast<uintptr_t>(b) | wr_id_ctl;
+    wr.sg_list           = &sge;
+    wr.num_sge           = 1;
+    wr.opcode            = IBV_WR_SEND;
+    wr.send_flags        = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah          = ah;
+    wr.wr.ud.remote_qpn  = qpn;
+    wr.wr.ud.remote_qkey = qkey;
+    ibv_send_wr *bad;
+    int ret = ibv_post_send(iface->qp, &wr, &bad);
+    if (ret != 0) {
+        ucs_debug("qp 0x%x: ibv_post_send(control) failed: %s", iface->qp->qp_num,
+                  strerror(ret));
+        iface::buffer_pool::put(b);
+        return UCS_ERR_IO_ERROR;
+    }
+    ++iface->tx_outstanding;
+    return UCS_OK;
+}
+
+ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p)
+{
+    std::vector<uint8_t> key = gid_key(peer);
+    key.push_back(static_cast<uint8_t>(peer.lid));
+    key.push_back(static_cast<uint8_t>(peer.lid >> 8));
+    auto it = iface->ahs.find(key);
+    if (it != iface->ahs.end()) {
+        *ah_p = it->second;
+        return UCS_OK;
+    }
+    verbs::remote_port rp;
+    rp.is_roce = (peer.flags & 1) != 0;
+    rp.lid     = peer.lid;
+    std::memcpy(rp.gid.raw, peer.gid, sizeof(rp.gid.raw));
+    ibv_ah *ah;
+    ucs_status_t status = verbs::create_ah(iface->super.md->dev, *iface->super.port,
+                                           rp, &ah);
+    if (status != UCS_OK) {
+        return status;
+    }
+    iface->ahs.emplace(std::move(key), ah);
+    *ah_p = ah;
+    return UCS_OK;
+}
+
+void release_desc(ud_iface *iface, tx_desc *d)
+{
+    ud_ep *ep              = d->ep;
+    uct_completion_t *comp = d->comp;
+    ucs_status_t status    = d->status;
+    iface::buffer_pool::put(d->buf);
+    --ep->unreleased;
+    if (comp != nullptr) {
+        uct_invoke_completion(comp, status);
+    }
+    if ((ep->unreleased == 0) && !ep->destroyed) {
+        ep_check_flushed(ep);
+    }
+}
+
+void owe_link(ud_iface *iface, rx_conn *c)
+{
+    if (!c->on_owe) {
+        c->on_owe        = true;
+        c->owe_next      = iface->owe_conns;
+        iface->owe_conns = c;
+    }
+}
+
+void dispatch_pending(ud_iface *iface)
+{
+    ud_ep *list        = iface->pending_eps;
+    iface->pending_eps = nullptr;
+    while (list != nullptr) {
+        ud_ep *ep      = list;
+        list           = ep->pending_next;
+        ep->on_pending = false;
+        if (ep->destroyed) {
+            continue;
+        }
+        if (!ep_dispatch_pending(ep) && !ep->on_pending) {
+            ep->on_pending     = true;
+            ep->pending_next   = iface->pending_eps;
+            iface->pending_eps = ep;
+        }
+    }
+}
+
+void free_deferred(ud_iface *iface)
+{
+    auto &g = iface->graveyard;
+    for (size_t i = 0; i < g.size();) {
+        if (g[i]->unreleased == 0) {
+            ep_free(g[i]);
+            g[i] = g.back();
+            g.pop_back();
+        } else {
+            ++i;
+        }
+    }
+}
+
+unsigned check_timers(ud_iface *iface, ucs_time_t now)
+{
+    unsigned count = 0;
+    std::vector<uint32_t> failed;
+    for (ud_ep **p = &iface->busy_eps; *p != nullptr;) {
+        ud_ep *ep = *p;
+        if (ep->resend_next != nullptr) {
+            count += resend_continue(ep);
+        }
+        switch (ep->tx.on_timer(now)) {
+        case rel::sender::timer_result::idle:
+            if (ep->resend_next == nullptr) {
+                *p          = ep->busy_next;
+                ep->on_busy = false;
+                continue;
+            }
+            break;
+        case rel::sender::timer_result::wait:
+            break;
+        case rel::sender::timer_result::resend:
+            resend_all(ep);
+            ++count;
+            break;
+        case rel::sender::timer_result::failed:
+            failed.push_back(ep->id);
+            break;
+        }
+        p = &ep->busy_next;
+    }
+    // Error callbacks may destroy endpoints: look each one up again.
+    for (uint32_t id : failed) {
+        uint32_t idx = id & id_index_mask;
+        ud_ep *ep    = (idx < iface->eps.size()) ? iface->eps[idx] : nullptr;
+        if ((ep != nullptr) && (ep->id == id)) {
+            ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+        }
+    }
+    if (iface->owe_conns != nullptr) {
+        send_acks(iface, now);
+    }
+    return count;
+}
+
+void conn_free(ud_iface *iface, rx_conn *c)
+{
+    if (c->partner != nullptr) {
+        c->partner->partner = nullptr;
+    }
+    for (rx_conn **p = &iface->owe_conns; *p != nullptr; p = &(*p)->owe_next) {
+        if (*p == c) {
+            *p = c->owe_next;
+            break;
+        }
+    }
+    iface->conn_by_key.erase(std::make_tuple(gid_key(c->peer), c->peer_qpn, c->peer_ep));
+    uint32_t idx          = c->id & id_index_mask;
+    iface->conns[idx]     = nullptr;
+    iface->conn_gen[idx]  = static_cast<uint16_t>((iface->conn_gen[idx] + 1) & 0xfff);
+    iface->free_conns.push_back(idx);
+    delete c;
+}
+
+ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
+                        const uct_iface_params_t *params,
+                        const uct_iface_config_t *config,
+                        const ud_settings &settings, uct_iface_h *iface_p)
+{
+    auto *iface = new (std::nothrow) ud_iface{};
+    if (iface == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucs_status_t status = iface::init(&iface->super, &ud_ops, &ud_internal_ops, md,
+                                      worker, params, config, settings.common);
+    if (status != UCS_OK) {
+        delete iface;
+        return status;
+    }
+    iface->settings = settings;
+    status          = create_resources(iface, params);
+    if (status != UCS_OK) {
+        destroy_resources(iface);
+        iface::cleanup(&iface->super);
+        delete iface;
+        return status;
+    }
+    ucs_debug("%s:%u: ud_zv iface %p: qp 0x%x, %u receive buffers, max payload %u, "
+              "max inline %u, window %u", iface->super.md->dev.name().c_str(),
+              iface->super.port->port_num, iface, iface->qp->qp_num, iface->rx_posted,
+              iface->max_payload, iface->max_inline, settings.rel.window);
+    *iface_p = &iface->super.super.super;
+    return UCS_OK;
+}
+
+} // namespace zv::ud

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// ud_zv: Unreliable Datagram transport with software reliability.
+#ifndef ZV_UD_UD_IFACE_H
+#define ZV_UD_UD_IFACE_H
+
+#include "iface/buffer_pool.h"
+#include "iface/fault.h"
+#include "iface/zv_iface.h"
+#include "ud/rel.h"
+#include "verbs/qp.h"
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+namespace zv::ud {
+
+/*
+ * One UD QP per interface; its number is the interface address. A
+ * connection is one-directional: an endpoint (ud_ep, what UCT hands to UCP)
+ * sends, and a receive connection (rx_conn, created at the peer when the
+ * endpoint's CREQ arrives) receives and acknowledges. Every packet starts
+ * with ud_hdr; 'dest' names the object it is for at the receiver (DATA,
+ * CREQ, DISC: an rx_conn; ACK, NAK, CREP: an ud_ep). The CREQ is the first
+ * reliable packet of the connection (psn 0), so the handshake is retried,
+ * deduplicated and timed out by the same machinery as data (rel.h). When
+ * an endpoint and a receive connection join the same pair of interfaces,
+ * they are partners: the receive connection's ack rides in the endpoint's
+ * DATA headers (ack_dest/ack_psn) instead of a packet of its own.
+ *
+ * Ids are 32 bits: a table index in the low 20 bits and a generation in the
+ * high 12, so a packet for an object that was freed (and its slot reused)
+ * is recognised and dropped. Every field of a received header is checked
+ * before use; the source QP must be the connection's peer.
+ */
+
+/// On-wire header of every ud_zv packet (little-endian hosts).
+struct __attribute__((packed)) ud_hdr {
+    static constexpr uint16_t magic_value = 0x5a55; // "ZU"
+    enum : uint8_t { data = 1, ack = 2, nak = 3, creq = 4, crep = 5, disc = 6 };
+
+    uint32_t dest;     ///< id of the receiving object (see above)
+    uint32_t ack_dest; ///< DATA: endpoint id a piggybacked ack is for (0: none)
+    uint16_t psn;      ///< DATA, CREQ: sequence number
+    uint16_t ack_psn;  ///< ACK, NAK, CREP, piggyback: last psn delivered
+    uint8_t  type;
+    uint8_t  am_id;    ///< DATA
+    uint16_t magic;
+};
+
+/// CREQ payload: who is asking, and where to answer.
+struct __attribute__((packed)) creq_body {
+    uint32_t           ep_id;
+    iface::device_addr dev;
+};
+
+/// CREP payload: the receive connection that now exists for the endpoint.
+struct __attribute__((packed)) crep_body {
+    uint32_t conn_id;
+};
+
+/// DISC payload: the endpoint that is going away.
+struct __attribute__((packed)) disc_body {
+    uint32_t ep_id;
+};
+
+/// Peer interface address: the number of its UD QP.
+struct __attribute__((packed)) iface_addr {
+    uint8_t qpn[3];
+};
+
+constexpr unsigned max_sge   = 4;  ///< header + up to 3 iov entries
+constexpr size_t   grh_len   = 40;
+constexpr unsigned id_bits   = 20;
+constexpr uint32_t id_index_mask = (1u << id_bits) - 1;
+
+/// ud_zv settings (the glue fills them from UCX_UD_ZV_*). Times in UCX
+/// time units (ucs_time_t).
+struct ud_settings {
+    iface::iface_settings  common;
+    unsigned               rx_batch;
+    unsigned               max_inline;
+    rel::settings          rel;
+    iface::fault_settings  fault;
+};
+
+struct ud_ep;
+struct ud_iface;
+
+/// Send descriptor: at the start of a registered tx buffer, followed by
+/// the header and the copied payload. Released (buffer back to the pool,
+/// completion called) when it is acknowledged and no work request that
+/// reads it is still posted.
+struct tx_desc {
+    rel::tx_pkt       pkt;       ///< first: the sender links these
+    ud_ep            *ep;
+    uct_completion_t *comp;
+    iface::buffer    *buf;
+    ucs_status_t      status;
+    uint16_t          in_flight; ///< posted work requests not completed
+    bool              acked;
+    uint8_t           num_sge;
+    ibv_sge           sge[max_sge];
+
+    ud_hdr *hdr() { return reinterpret_cast<ud_hdr *>(this + 1); }
+    char *payload() { return reinterpret_cast<char *>(hdr() + 1); }
+};
+
+/// Receiving side of a connection (created by a peer's CREQ).
+struct rx_conn {
+    uint32_t           id        = 0;
+    uint32_t           peer_ep   = 0;  ///< the sending endpoint's id at the peer
+    uint32_t           peer_qpn  = 0;
+    iface::device_addr peer      = {};
+    ibv_ah            *ah        = nullptr;
+    rel::receiver      rx;
+    ud_ep             *partner   = nullptr;
+    rx_conn           *owe_next  = nullptr; ///< on the iface's list of owed acks
+    bool               on_owe    = false;
+};
+
+/// The ud_zv interface. 'super' first: UCT casts uct_iface_h to it.
+struct ud_iface {
+    iface::zv_iface          super;
+    ud_settings              settings;
+    ibv_cq                  *send_cq  = nullptr;
+    ibv_cq                  *recv_cq  = nullptr;
+    ibv_qp                  *qp       = nullptr;
+    iface::buffer_pool       rx_pool;
+    iface::buffer_pool       tx_pool;
+    iface::release_desc      release_desc;
+    unsigned                 rx_posted      = 0;
+    unsigned                 max_inline     = 0; ///< granted by the device
+    unsigned                 max_payload    = 0; ///< bytes after ud_hdr in one packet
+    unsigned                 tx_outstanding = 0; ///< work requests posted
+    size_t                   rx_headroom    = 0;
+
+    // Objects by id (index 0 unused: id 0 means "none").
+    std::vector<ud_ep *>     eps;
+    std::vector<uint16_t>    ep_gen;
+    std::vector<uint32_t>    free_eps;
+    std::vector<rx_conn *>   conns;
+    std::vector<uint16_t>    conn_gen;
+    std::vector<uint32_t>    free_conns;
+    /// (peer gid, peer QP, peer endpoint id) -> receive connection id.
+    std::map<std::tuple<std::vector<uint8_t>, uint32_t, uint32_t>, uint32_t> conn_by_key;
+    std::map<std::vector<uint8_t>, ibv_ah *> ahs;
+
+    ud_ep                   *busy_eps    = nullptr; ///< eps with unacked packets
+    ud_ep                   *pending_eps = nullptr; ///< eps with queued requests
+    rx_conn                 *owe_conns   = nullptr; ///< conns owing an ack
+    std::vector<ud_ep *>     graveyard;  ///< destroyed eps with sends still posted
+    bool                     in_progress = false; ///< inside progress(): defer frees
+    ucs_time_t               next_timer  = 0;
+    ucs_time_t               timer_tick  = 0;
+
+    iface::fault_injector    fault;
+    iface::buffer           *held_buf = nullptr; ///< fault injection: reordered packet
+    ibv_wc                   held_wc  = {};
+
+    // Statistics (debug log at close; tests read them).
+    uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0;
+};
+
+inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(iface); }
+
+[[nodiscard]] ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
+                                      const uct_iface_params_t *params,
+                                      const uct_iface_config_t *config,
+                                      const ud_settings &settings,
+                                      uct_iface_h *iface_p);
+
+// Shared between ud_iface.cc and ud_ep.cc.
+ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d);
+ucs_status_t send_ctl(ud_iface *iface, ibv_ah *ah, uint32_t qpn, const ud_hdr &hdr,
+                      const void *body, size_t body_len);
+ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p);
+void release_desc(ud_iface *iface, tx_desc *d);
+void owe_link(ud_iface *iface, rx_conn *c);
+void dispatch_pending(ud_iface *iface);
+void free_deferred(ud_iface *iface);
+void ep_free(ud_ep *ep);
+unsigned check_timers(ud_iface *iface, ucs_time_t now);
+void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
+                      const char *body, size_t body_len);
+void conn_free(ud_iface *iface, rx_conn *c);
+inline std::vector<uint8_t> gid_key(const iface::device_addr &a)
+{
+    return std::vector<uint8_t>(a.gid, a.gid + sizeof(a.gid));
+}
+
+} // namespace zv::ud
+
+#endif
