@@ -22,8 +22,7 @@ inline ucs_status_t check_tx(ud_ep *ep)
         return (ep->st == ud_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
     }
     if (__builtin_expect(ep->tx.window_full() || (ep->resend_next != nullptr) ||
-                         (iface->tx_outstanding >= iface->super.settings.tx_queue_len) ||
-                         !ep->pending.empty(), 0)) {
+                         (iface->tx_outstanding >= iface->super.settings.tx_queue_len), 0)) {
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // rc_zv at the UCT level: active messages, RMA, atomics, flush, pending,
 // many endpoints, remote access errors. Data is checked on every transfer.
+#include "test_util.h"
 #include "uct_fixture.h"
 
 #include <cstring>
@@ -10,67 +11,6 @@
 namespace zv::test {
 
 namespace {
-
-void fill(void *p, size_t len, unsigned seed)
-{
-    auto *b = static_cast<uint8_t *>(p);
-    for (size_t i = 0; i < len; ++i) {
-        b[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
-    }
-}
-
-bool check(const void *p, size_t len, unsigned seed)
-{
-    std::vector<uint8_t> want(len);
-    fill(want.data(), len, seed);
-    return std::memcmp(p, want.data(), len) == 0;
-}
-
-struct am_sink {
-    std::vector<std::vector<uint8_t>> messages;
-    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
-    {
-        auto *self = static_cast<am_sink *>(arg);
-        auto *b    = static_cast<uint8_t *>(data);
-        self->messages.emplace_back(b, b + length);
-        return UCS_OK;
-    }
-};
-
-struct pack_arg {
-    const void *src;
-    size_t      len;
-};
-
-size_t pack_cb(void *dest, void *arg)
-{
-    auto *a = static_cast<pack_arg *>(arg);
-    std::memcpy(dest, a->src, a->len);
-    return a->len;
-}
-
-void unpack_cb(void *arg, const void *data, size_t length)
-{
-    std::memcpy(arg, data, length);
-}
-
-struct counting_comp {
-    uct_completion_t super;
-    int              done = 0;
-    ucs_status_t     status = UCS_OK;
-    static void cb(uct_completion_t *self)
-    {
-        auto *c = reinterpret_cast<counting_comp *>(self);
-        ++c->done;
-        c->status = self->status;
-    }
-    explicit counting_comp(int count = 1)
-    {
-        super.func   = cb;
-        super.count  = count;
-        super.status = UCS_OK;
-    }
-};
 
 class rc_zv : public uct_test {};
 

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// ud_zv at the UCT level: active messages exactly once and in order (also
+// under injected loss, duplication and reordering), pending, flush, many
+// endpoints, and a dead peer becoming an endpoint error in bounded time.
+#include "test_util.h"
+#include "uct_fixture.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace zv::test {
+
+namespace {
+
+constexpr uint8_t am_id = 11;
+
+class ud_zv : public uct_test {
+protected:
+    const char *tl_name() const override { return "ud_zv"; }
+
+    uct_ep_h create_ep(uct_side &from, uct_side &to)
+    {
+        uct_ep_params_t params = {};
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = from.iface;
+        params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(to.dev_addr.data());
+        params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(to.iface_addr.data());
+        uct_ep_h ep       = nullptr;
+        EXPECT_EQ(UCS_OK, uct_ep_create(&params, &ep));
+        return ep;
+    }
+
+    /// Progress 'sides' until pred() or 'timeout' seconds.
+    template <typename P>
+    static bool run_until(std::vector<uct_side *> sides, P pred, double timeout = 60)
+    {
+        auto start = std::chrono::steady_clock::now();
+        while (!pred()) {
+            for (uct_side *s : sides) {
+                uct_worker_progress(s->worker);
+            }
+            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                        .count() > timeout) {
+                return pred();
+            }
+        }
+        return true;
+    }
+};
+
+/// Each message: [uint32 index][pattern seeded by index]; the receiver
+/// checks order, count and content.
+struct ordered_sink {
+    unsigned next  = 0;
+    unsigned bad   = 0;
+    std::string first_error;
+    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
+    {
+        auto *self = static_cast<ordered_sink *>(arg);
+        uint32_t index;
+        if (length < sizeof(index)) {
+            self->note("short message");
+            return UCS_OK;
+        }
+        std::memcpy(&index, data, sizeof(index));
+        if (index != self->next) {
+            self->note("message " + std::to_string(index) + " arrived, expected " +
+                       std::to_string(self->next));
+        } else if (!check(static_cast<char *>(data) + sizeof(index),
+                          length - sizeof(index), index)) {
+            self->note("message " + std::to_string(index) + " has wrong data");
+        }
+        self->next = index + 1;
+        return UCS_OK;
+    }
+    void note(const std::string &what)
+    {
+        if (bad++ == 0) {
+            first_error = what;
+        }
+    }
+};
+
+struct msg_pack {
+    uint32_t index;
+    size_t   length; // payload after the index
+};
+
+size_t pack_msg(void *dest, void *arg)
+{
+    auto *m = static_cast<msg_pack *>(arg);
+    std::memcpy(dest, &m->index, sizeof(m->index));
+    fill(static_cast<char *>(dest) + sizeof(m->index), m->length, m->index);
+    return sizeof(m->index) + m->length;
+}
+
+/// Send 'count' messages of varying size from 'ep' (bcopy, short every
+/// third); returns false if the sender got stuck.
+bool send_ordered(uct_ep_h ep, unsigned count, size_t max_payload,
+                  const std::vector<uct_side *> &sides, double timeout = 120)
+{
+    auto start = std::chrono::steady_clock::now();
+    for (unsigned i = 0; i < count;) {
+        size_t len = (i * 37) % (max_payload - sizeof(uint32_t) + 1);
+        ucs_status_t status;
+        if ((i % 3 == 0) && (len <= 48)) {
+            std::vector<char> buf(sizeof(uint32_t) + len);
+            msg_pack m{i, len};
+            pack_msg(buf.data(), &m);
+            uint64_t hdr;
+            std::memcpy(&hdr, buf.data(), std::min<size_t>(8, buf.size()));
+            // am_short's 8-byte header carries the first 8 bytes.
+            status = (buf.size() >= 8) ?
+                     uct_ep_am_short(ep, am_id, hdr, buf.data() + 8,
+                                     static_cast<unsigned>(buf.size() - 8)) :
+                     UCS_ERR_UNSUPPORTED;
+            if (status == UCS_ERR_UNSUPPORTED) {
+                msg_pack m2{i, len};
+                ssize_t r = uct_ep_am_bcopy(ep, am_id, pack_msg, &m2, 0);
+                status    = (r >= 0) ? UCS_OK : static_cast<ucs_status_t>(r);
+            }
+        } else {
+            msg_pack m{i, len};
+            ssize_t r = uct_ep_am_bcopy(ep, am_id, pack_msg, &m, 0);
+            status    = (r >= 0) ? UCS_OK : static_cast<ucs_status_t>(r);
+        }
+        if (status == UCS_OK) {
+            ++i;
+            continue;
+        }
+        if (status != UCS_ERR_NO_RESOURCE) {
+            ADD_FAILURE() << "send " << i << ": " << ucs_status_string(status);
+            return false;
+        }
+        for (uct_side *s : sides) {
+            uct_worker_progress(s->worker);
+        }
+        if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(timeout)) {
+            ADD_FAILURE() << "sender stuck at message " << i;
+            return false;
+        }
+    }
+    return true;
+}
+
+TEST_F(ud_zv, advertises_what_it_implements)
+{
+    const uint64_t f = m_a.attr.cap.flags;
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_AM_SHORT);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_AM_BCOPY);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_AM_ZCOPY);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_PENDING);
+    EXPECT_TRUE(f & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
+    // UD has no RDMA and no atomics.
+    EXPECT_FALSE(f & (UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                      UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
+                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_ATOMIC_DEVICE));
+    EXPECT_EQ(0u, m_a.attr.ep_addr_len);
+    EXPECT_EQ(3u, m_a.attr.iface_addr_len);
+    EXPECT_GE(m_a.attr.cap.am.max_bcopy, 256u);
+}
+
+TEST_F(ud_zv, am_short_bcopy_zcopy_exactly_once_in_order)
+{
+    ordered_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, ordered_sink::handler,
+                                               &sink, 0));
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    const size_t max = m_a.attr.cap.am.max_bcopy;
+    ASSERT_TRUE(send_ordered(ep, 600, max, {&m_a, &m_b}));
+
+    // zcopy from registered memory, header + two iov entries.
+    region r = reg(max, UCT_MD_MEM_ACCESS_LOCAL_READ);
+    for (unsigned i = 600; i < 700; ++i) {
+        size_t len = 8 + (i * 53) % (max - 64);
+        msg_pack m{i, len};
+        std::vector<char> whole(sizeof(uint32_t) + len);
+        pack_msg(whole.data(), &m);
+        const size_t hdr_len = 16, first = (whole.size() - hdr_len) / 2;
+        std::memcpy(r.addr, whole.data() + hdr_len, whole.size() - hdr_len);
+        uct_iov_t iov[2] = {{r.addr, first, r.memh, 0, 1},
+                            {static_cast<char *>(r.addr) + first,
+                             whole.size() - hdr_len - first, r.memh, 0, 1}};
+        counting_comp comp;
+        ucs_status_t status;
+        ASSERT_TRUE(wait_for([&] {
+            status = uct_ep_am_zcopy(ep, am_id, whole.data(), hdr_len, iov, 2, 0,
+                                     &comp.super);
+            return status != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_TRUE(UCS_STATUS_IS_ERR(status) == false) << ucs_status_string(status);
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for([&] { return comp.done == 1; }));
+        }
+        EXPECT_EQ(UCS_OK, comp.status);
+    }
+    ASSERT_TRUE(wait_for([&] { return sink.next == 700; })) << "got " << sink.next;
+    EXPECT_EQ(0u, sink.bad) << sink.first_error;
+    EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    dereg(r);
+}
+
+/// Injected faults on both sides' receive paths (data one way, acks the
+/// other): every message exactly once, in order, data checked.
+class ud_zv_faults : public ud_zv,
+                     public ::testing::WithParamInterface<const char *> {};
+
+TEST_P(ud_zv_faults, every_message_exactly_once_in_order)
+{
+    // "drop,dup,reorder" rates
+    std::string spec = GetParam();
+    std::string rates[3];
+    for (int i = 0, pos = 0; i < 3; ++i) {
+        size_t comma = spec.find(',', pos);
+        rates[i]     = spec.substr(pos, comma - pos);
+        pos          = static_cast<int>(comma + 1);
+    }
+    for (const char *seed : {"7", "1234"}) {
+        SCOPED_TRACE(std::string("faults ") + spec + " seed " + seed);
+        uct_side c, d;
+        const std::vector<std::pair<const char *, const char *>> cfg = {
+            {"FAULT_DROP", rates[0].c_str()}, {"FAULT_DUP", rates[1].c_str()},
+            {"FAULT_REORDER", rates[2].c_str()}, {"FAULT_SEED", seed},
+            {"RTO", "5ms"}, {"WINDOW", "64"}};
+        open_side(c, cfg);
+        open_side(d, cfg);
+        ordered_sink sink;
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, ordered_sink::handler,
+                                                   &sink, 0));
+        uct_ep_h ep = create_ep(c, d);
+        ASSERT_NE(nullptr, ep);
+        const unsigned count = 1500;
+        ASSERT_TRUE(send_ordered(ep, count, c.attr.cap.am.max_bcopy, {&c, &d}));
+        ASSERT_TRUE(run_until({&c, &d}, [&] { return sink.next >= count; }))
+                << "delivered " << sink.next << " of " << count;
+        ASSERT_TRUE(run_until({&c, &d}, [&] {
+            return uct_ep_flush(ep, 0, nullptr) == UCS_OK;
+        })) << "flush never completed";
+        // Nothing more arrives after everything was acknowledged.
+        run_until({&c, &d}, [] { return false; }, 0.05);
+        EXPECT_EQ(count, sink.next);
+        EXPECT_EQ(0u, sink.bad) << sink.first_error;
+        EXPECT_EQ(0u, s_ep_errors);
+        uct_ep_destroy(ep);
+        close_side(c);
+        close_side(d);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(loss, ud_zv_faults,
+                         ::testing::Values("0.01,0,0", "0.05,0,0", "0,0.05,0",
+                                           "0,0,0.05", "0.01,0.01,0.01",
+                                           "0.05,0.05,0.05"));
+
+TEST_F(ud_zv, pending_when_the_window_is_full_then_flush)
+{
+    uct_side c;
+    open_side(c, {{"WINDOW", "8"}});
+    ordered_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, ordered_sink::handler,
+                                               &sink, 0));
+    uct_ep_h ep = create_ep(c, m_b);
+    ASSERT_TRUE(run_until({&c, &m_b}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    // Without progress the window fills after 8 packets.
+    unsigned sent = 0;
+    for (; sent < 100; ++sent) {
+        msg_pack m{sent, 100};
+        if (uct_ep_am_bcopy(ep, am_id, pack_msg, &m, 0) < 0) {
+            break;
+        }
+    }
+    EXPECT_EQ(8u, sent);
+    struct req_t {
+        uct_pending_req_t super;
+        uct_ep_h          ep;
+        unsigned          next, end, calls = 0;
+    } req;
+    req.ep   = ep;
+    req.next = sent;
+    req.end  = 200;
+    req.super.func = [](uct_pending_req_t *self) -> ucs_status_t {
+        auto *r = reinterpret_cast<req_t *>(self);
+        ++r->calls;
+        while (r->next < r->end) {
+            msg_pack m{r->next, 100};
+            ssize_t s = uct_ep_am_bcopy(r->ep, am_id, pack_msg, &m, 0);
+            if (s < 0) {
+                return static_cast<ucs_status_t>(s);
+            }
+            ++r->next;
+        }
+        return UCS_OK;
+    };
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep, &req.super, 0));
+    ASSERT_TRUE(run_until({&c, &m_b}, [&] { return sink.next == 200; }))
+            << "delivered " << sink.next << ", pending called " << req.calls;
+    EXPECT_GT(req.calls, 1u); // it ran out of window and was called again
+    counting_comp f;
+    ucs_status_t status = uct_ep_flush(ep, 0, &f.super);
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(run_until({&c, &m_b}, [&] { return f.done == 1; }));
+    } else {
+        EXPECT_EQ(UCS_OK, status);
+    }
+    EXPECT_EQ(0u, sink.bad) << sink.first_error;
+    uct_ep_destroy(ep);
+    close_side(c);
+}
+
+TEST_F(ud_zv, many_endpoints_in_one_process)
+{
+    am_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_sink::handler, &sink, 0));
+    const unsigned count = 256;
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < count; ++i) {
+        eps.push_back(create_ep(m_a, m_b));
+    }
+    for (unsigned i = 0; i < count; ++i) {
+        uint32_t v = i;
+        ASSERT_TRUE(wait_for([&] {
+            return uct_ep_am_short(eps[i], am_id, v, nullptr, 0) == UCS_OK;
+        })) << "endpoint " << i;
+    }
+    ASSERT_TRUE(wait_for([&] { return sink.messages.size() == count; }));
+    std::vector<bool> seen(count);
+    for (auto &m : sink.messages) {
+        uint64_t v;
+        ASSERT_EQ(sizeof(v), m.size());
+        std::memcpy(&v, m.data(), sizeof(v));
+        ASSERT_LT(v, count);
+        EXPECT_FALSE(seen[v]) << "duplicate from endpoint " << v;
+        seen[v] = true;
+    }
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+}
+
+TEST_F(ud_zv, dead_peer_is_an_endpoint_error_in_bounded_time)
+{
+    uct_side c, d;
+    open_side(c, {{"TIMEOUT", "2s"}, {"RTO", "10ms"}, {"RTO_MAX", "200ms"}});
+    open_side(d);
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    close_side(d); // the peer is gone: nothing acknowledges any more
+    region r = reg(512, UCT_MD_MEM_ACCESS_LOCAL_READ);
+    uct_iov_t iov = {r.addr, 512, r.memh, 0, 1};
+    counting_comp comp;
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(ep, am_id, nullptr, 0, &iov, 1, 0, &comp.super));
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(run_until({&c}, [&] { return s_ep_errors > 0; }, 10));
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(took, 1.9);
+    EXPECT_LE(took, 2.0 + 0.2 + 1.0); // TIMEOUT + RTO_MAX + slack
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, s_last_ep_error);
+    ASSERT_TRUE(run_until({&c}, [&] { return comp.done == 1; }, 5));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, comp.status);
+    EXPECT_EQ(1u, s_ep_errors);
+    // Further sends report the error instead of queueing forever.
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, uct_ep_am_short(ep, am_id, 0, nullptr, 0));
+    uct_ep_destroy(ep);
+    dereg(r);
+    close_side(c);
+}
+
+TEST_F(ud_zv, unanswered_connection_request_times_out)
+{
+    uct_side c, d;
+    open_side(c, {{"TIMEOUT", "1s"}, {"RTO", "10ms"}, {"RTO_MAX", "100ms"}});
+    open_side(d);
+    std::vector<char> dev = d.dev_addr, addr = d.iface_addr;
+    close_side(d); // an address nobody answers at
+    d.dev_addr   = dev;
+    d.iface_addr = addr;
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(run_until({&c}, [&] { return s_ep_errors > 0; }, 10));
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, s_last_ep_error);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, uct_ep_flush(ep, 0, nullptr));
+    uct_ep_destroy(ep);
+    close_side(c);
+}
+
+} // namespace
+} // namespace zv::test
