@@ -15,6 +15,8 @@ packages=(
     perftest
     # the Soft-RoCE VM (Debian's kernel is fetched by contrib/vm/fetch-kernel.sh)
     qemu-system-x86 busybox-static kmod cpio zstd xz-utils iproute2
+    # two VMs (contrib/vm/run2.sh): sshd in the guests for mpirun's launcher
+    openssh-server openssh-client
 )
 
 if [ "${1:-}" = --print ]; then

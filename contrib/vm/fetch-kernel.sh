@@ -58,8 +58,9 @@ done
 #   virtio_console                  virtio-serial ports carrying stdout/stderr
 #   9pnet_virtio 9p overlay         host root over 9p with a tmpfs overlay
 #   virtio_rng                      entropy early in boot
+#   sch_netem                       faults on the two-host wire (run2.sh, zv-wire)
 required_modules="virtio_mmio virtio_pci virtio_net virtio_console 9pnet_virtio 9p overlay
-                  crc32_generic ib_uverbs rdma_ucm rdma_rxe virtio_rng ${ZV_VM_MODULES:-}"
+                  crc32_generic ib_uverbs rdma_ucm rdma_rxe virtio_rng sch_netem ${ZV_VM_MODULES:-}"
 # Loaded when present; failing to load them is not an error (e.g. no PCLMUL).
 optional_modules="crc32-pclmul"
 

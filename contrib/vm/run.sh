@@ -18,15 +18,23 @@
 #                      OMPI_*, PMIX_*, GTEST_*, ZV_* (not ZV_VM_*), CI and
 #                      LD_LIBRARY_PATH pass through from the caller as they are.
 #   --force-vm         use the VM even when this host has an active RDMA port
+#   --hostname NAME    the guest's hostname (default zverbs-vm)
+#   --ip ADDR          eth0's IPv4 address, prefix /24 (default 10.0.2.15)
+#   --mac MAC          eth0's MAC address (default 52:54:00:7a:76:01)
+#   --wire listen:PATH | connect:PATH
+#                      join eth0 to a virtual wire instead of qemu's user
+#                      network: a unix stream socket PATH that this qemu
+#                      creates (listen) or connects to (connect); qemu's
+#                      -netdev stream, lossless. run2.sh uses it.
 #   -v, --verbose      show the kernel's and init's messages on stderr, and
 #                      the boot time (also ZV_VM_VERBOSE=1)
 #   -h, --help         this text
 #
 # The guest sees the host's / read-only under a tmpfs overlay (so it can
 # write anywhere; writes outside the shared directories are lost), has
-# eth0 = 10.0.2.15/24 with rxe0 on it, hostname zverbs-vm, and runs the
-# command in the caller's current directory with stdin from /dev/null,
-# HOME=/root and ulimit -l unlimited. The command's stdout and stderr come
+# eth0 = 10.0.2.15/24 (--ip) with rxe0 on it, hostname zverbs-vm
+# (--hostname), and runs the command in the caller's current directory with
+# stdin from /dev/null, HOME=/root and ulimit -l unlimited. The command's stdout and stderr come
 # to run.sh's stdout and stderr.
 #
 # When this host has an RDMA device with an active port (ibv_devinfo shows
@@ -55,6 +63,10 @@ force_vm=${ZV_VM_FORCE:-0}
 shares=()
 no_share=0
 envs=()
+hostname=zverbs-vm
+ip=10.0.2.15
+mac=52:54:00:7a:76:01
+wire=
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -70,6 +82,14 @@ while [ $# -gt 0 ]; do
         -e|--env) [ $# -ge 2 ] || die "$1 needs NAME=VALUE"; envs+=("$2"); shift 2 ;;
         --env=*) envs+=("${1#*=}"); shift ;;
         --force-vm) force_vm=1; shift ;;
+        --hostname) [ $# -ge 2 ] || die "--hostname needs a name"; hostname=$2; shift 2 ;;
+        --hostname=*) hostname=${1#*=}; shift ;;
+        --ip) [ $# -ge 2 ] || die "--ip needs an address"; ip=$2; shift 2 ;;
+        --ip=*) ip=${1#*=}; shift ;;
+        --mac) [ $# -ge 2 ] || die "--mac needs an address"; mac=$2; shift 2 ;;
+        --mac=*) mac=${1#*=}; shift ;;
+        --wire) [ $# -ge 2 ] || die "--wire needs listen:PATH or connect:PATH"; wire=$2; shift 2 ;;
+        --wire=*) wire=${1#*=}; shift ;;
         -v|--verbose) verbose=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
@@ -83,6 +103,19 @@ case "$cpus" in 1|2) ;; *) die "--cpus wants 1 or 2, not '$cpus'" ;; esac
 for e in ${envs[@]+"${envs[@]}"}; do
     case "$e" in [A-Za-z_]*=*) ;; *) die "--env wants NAME=VALUE, not '$e'" ;; esac
 done
+case "$hostname" in ''|-*|*[!A-Za-z0-9-]*) die "--hostname wants letters, digits and '-', not '$hostname'" ;; esac
+echo "$ip" | grep -qE '^([0-9]{1,3}\.){3}[0-9]{1,3}$' || die "--ip wants an IPv4 address, not '$ip'"
+echo "$mac" | grep -qiE '^([0-9a-f]{2}:){5}[0-9a-f]{2}$' || die "--mac wants xx:xx:xx:xx:xx:xx, not '$mac'"
+# shellcheck disable=SC2054  # commas separate qemu sub-options
+case "$wire" in
+    '') netdev=(-netdev user,id=net0,restrict=on,ipv6=off) ;;
+    listen:?*|connect:?*)
+        path=${wire#*:}
+        case "$path" in *,*) die "--wire: no commas in the socket path '$path'" ;; esac
+        [ "${wire%%:*}" = listen ] && server=on || server=off
+        netdev=(-netdev "stream,id=net0,server=$server,addr.type=unix,addr.path=$path") ;;
+    *) die "--wire wants listen:PATH or connect:PATH, not '$wire'" ;;
+esac
 
 timed_out() { echo "zverbs-vm: command timed out after $timeout s" >&2; exit 124; }
 
@@ -162,8 +195,8 @@ awk '{ p = $0; sub(/^[^ ]* /, "", p); print length(p) " " $0 }' "$run/shares" |
 mv "$run/shares.sorted" "$run/shares"
 
 cat >"$run/vm.conf" <<EOF
-ZV_HOSTNAME=zverbs-vm
-ZV_IP=10.0.2.15
+ZV_HOSTNAME=$hostname
+ZV_IP=$ip
 EOF
 
 {
@@ -200,7 +233,7 @@ exec 7>"$run/stdout" 8>"$run/stderr"
 
 # shellcheck disable=SC2054  # commas separate qemu sub-options, not elements
 qemu_args=(
-    -name zverbs-vm -machine "$machine,accel=tcg" -cpu max -smp "$cpus" -m "$mem"
+    -name "$hostname" -machine "$machine,accel=tcg" -cpu max -smp "$cpus" -m "$mem"
     -nodefaults -no-user-config -display none -no-reboot -monitor none
     -kernel "$kdir/boot-image" -initrd "$initrd" -append "$append"
     -chardev "file,id=zvcon,path=${run//,/,,}/console.log" -serial chardev:zvcon
@@ -209,8 +242,8 @@ qemu_args=(
     -fsdev "local,id=zvrun,path=${run//,/,,},security_model=none"
     -device "virtio-9p-$bus,fsdev=zvrun,mount_tag=zvrun"
     ${share_args[@]+"${share_args[@]}"}
-    -netdev user,id=net0,restrict=on,ipv6=off
-    -device "virtio-net-$bus,netdev=net0,mac=52:54:00:7a:76:01"
+    "${netdev[@]}"
+    -device "virtio-net-$bus,netdev=net0,mac=$mac"
     -device "virtio-serial-$bus,id=vser"
     -chardev "file,id=zvout,path=${run//,/,,}/stdout"
     -device virtserialport,bus=vser.0,nr=1,chardev=zvout,name=zv.stdout
