@@ -209,7 +209,9 @@ public:
             if (m_unacked++ == 0) {
                 m_ack_deadline = now + m_s->ack_delay;
             }
-            m_nak_sent = false;
+            // A NAK still waiting to go out covers the gap behind this
+            // packet too: no second one for it.
+            m_nak_sent = m_nak_now;
             return verdict::deliver;
         }
         if (psn_before(psn, m_expected)) {

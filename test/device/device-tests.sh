@@ -25,6 +25,10 @@ check "ucx_info -d: transport rc_zv" grep -q 'Transport: rc_zv' "$tmp/rc"
 check "ucx_info -d: rc_zv on $dev:1" grep -q "Device: $dev:1" "$tmp/rc"
 check "ucx_info -d: rc_zv is a network device" grep -q 'Type: network' "$tmp/rc"
 sed -n '/Transport: rc_zv/,+24p' "$tmp/d.out"
+awk '/Transport: ud_zv/{f=1} f' "$tmp/d.out" > "$tmp/ud"
+check "ucx_info -d: transport ud_zv on $dev:1" grep -q "Device: $dev:1" "$tmp/ud"
+check "ucx_info -d: ud_zv connects to interfaces, no put/get" \
+      bash -c "grep -q 'connection establishment: to iface' '$tmp/ud' && ! sed -n '1,/Transport:/p' '$tmp/ud' | grep -q 'put_zcopy'"
 check "ucx_info -d: device address carries the GID (19 bytes)" \
       grep -qi 'device address: 19 bytes' "$tmp/rc"
 check "ucx_info -d: no errors or warnings" bash -c "! grep -qE 'UCX +(ERROR|WARN)' '$tmp/d.out'"
@@ -40,15 +44,17 @@ check "md debug log shows port mtu $port_mtu and a GID" \
 for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE_LEN=0 \
           UCX_RC_ZV_SEG_SIZE=xyz UCX_RC_ZV_RETRY_COUNT=7 UCX_RC_ZV_CONN_TIMEOUT=0 \
           UCX_ZV_RCACHE_MONITOR=bogus UCX_ZV_GID_INDEX=300 UCX_ZV_RCACHE_EVENT_QUEUE=1 \
-          UCX_ZV_RCACHE_MAX_SIZE=lots; do
-    name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_ZV_}
+          UCX_ZV_RCACHE_MAX_SIZE=lots UCX_UD_ZV_WINDOW=1 UCX_UD_ZV_FAULT_DROP=2 \
+          UCX_UD_ZV_RTO=soon UCX_UD_ZV_ACK_DELAY=1s; do
+    name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_ZV_}
+    tl=rc_zv; case $name in UCX_UD_ZV_*) tl=ud_zv ;; esac
     env "$kv" LD_PRELOAD=$mod ucx_info -d > "$tmp/bad" 2>&1
     rc=$?
     ok=1
     [ $rc -lt 128 ] || ok=0                                        # no crash
     grep -qE "ERROR.*($name|for $short:)" "$tmp/bad" || ok=0        # names it
-    # and no rc_zv interface was opened with the bad value
-    if awk '/Transport: rc_zv/ {f = 1; next} /Transport:|Memory domain:/ {f = 0} f' \
+    # and no interface was opened with the bad value
+    if awk '/Transport: '$tl'/ {f = 1; next} /Transport:|Memory domain:/ {f = 0} f' \
            "$tmp/bad" | grep -q 'capabilities:'; then ok=0; fi
     check "bad config $kv: clear error, transport refused, no crash" test $ok = 1
 done
@@ -62,26 +68,30 @@ check "UCT tests (test/device/zv_device)" test $rc = 0
 check "UCT tests: nothing skipped" bash -c "! grep -q '^\[  SKIPPED \]' '$tmp/uct.out'"
 
 # ---- UCP level: ucx_perftest with rc_zv alone (no auxiliary transport)
-perftest() { # name test size [extra ucx_perftest args]
+perftest() { # name test size [extra ucx_perftest args]; $pt_tls: transports
     local name=$1 t=$2 size=$3 port=$((13337 + RANDOM % 1000))
     shift 3
-    LD_PRELOAD=$mod UCX_TLS=rc_zv,self UCX_NET_DEVICES="$dev:1" \
+    LD_PRELOAD=$mod UCX_TLS=$pt_tls UCX_NET_DEVICES="$dev:1" \
         timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 "$@" > "$tmp/ps.$name" 2>&1 &
     local spid=$!
     sleep 3
-    LD_PRELOAD=$mod UCX_TLS=rc_zv,self UCX_NET_DEVICES="$dev:1" \
+    LD_PRELOAD=$mod UCX_TLS=$pt_tls UCX_NET_DEVICES="$dev:1" \
         timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 "$@" 127.0.0.1 > "$tmp/pc.$name" 2>&1
     local crc=$?
     wait $spid; local src=$?
     tail -n 3 "$tmp/pc.$name"
-    check "ucx_perftest $t $size B $* over rc_zv,self" test $crc = 0 -a $src = 0
+    check "ucx_perftest $t $size B $* over $pt_tls" test $crc = 0 -a $src = 0
 }
+pt_tls=rc_zv,self
 perftest tag_lat tag_lat 8
 perftest tag_bw tag_bw 1048576
 perftest put_bw ucp_put_bw 1048576
 perftest get_bw ucp_get 1048576
 # Wakeup mode: the worker sleeps on the interface's event fd (event_arm).
 perftest tag_lat_sleep tag_lat 8 -E sleep
+pt_tls=ud_zv,self
+perftest ud_tag_lat tag_lat 8
+perftest ud_tag_bw tag_bw 1048576
 
 # ---- Open MPI: the installed component brings the module in, no LD_PRELOAD.
 # The VM's root is an overlay: installing here changes nothing on the host.
@@ -124,6 +134,28 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     rc=$?
     tail -n 3 "$tmp/osuf"
     check "MPI bw with a fresh buffer every iteration over rc_zv" test $rc = 0
+
+    # ud_zv alone, clean and with injected loss, duplication and reordering
+    # in both ranks' receive paths.
+    udrun() { # label [mpirun -x args...] -- zv_osu args
+        local label=$1; shift
+        local xs=()
+        while [ "$1" != -- ]; do xs+=(-x "$1"); shift; done; shift
+        mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls ud_zv \
+            --mca pml_ucx_devices "$dev" -x UCX_TLS=ud_zv,self -x UCX_NET_DEVICES="$dev:1" \
+            "${xs[@]}" "$b/mpi-tests/zv_osu" "$@" > "$tmp/osu" 2>&1
+        local rc=$?
+        tail -n 3 "$tmp/osu"
+        check "MPI $label over UCX_TLS=ud_zv,self" test $rc = 0
+    }
+    udrun "lat 1 B..4 MiB validated" -- -t lat -S 4194304 -i 10
+    udrun "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
+    for rate in 0.01 0.05; do
+        udrun "bw 1 B..1 MiB validated, $rate drop+dup+reorder injected" \
+            UCX_UD_ZV_FAULT_DROP=$rate UCX_UD_ZV_FAULT_DUP=$rate \
+            UCX_UD_ZV_FAULT_REORDER=$rate UCX_UD_ZV_FAULT_SEED=$RANDOM -- \
+            -t bw -S 1048576 -i 10
+    done
 
     # Registration cache under MPI: pages behind the send buffer replaced
     # between rendezvous sends, also with direct system calls. The kernel
