@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Memory per endpoint: open two interfaces of one transport in this
+// process, connect N endpoints from the first to the second, and report the
+// growth of resident memory and of the heap per endpoint (both sides'
+// per-connection state together: what N connections cost a node).
+//
+// Usage: zv_ep_memory TRANSPORT DEVICE N   (e.g. ud_zv rxe0:1 1024)
+// Prints: "<transport> <N> <rss bytes/ep> <heap bytes/ep>"; exit 1 on error.
+#include <uct/api/uct.h>
+#include <ucs/async/async_fwd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <malloc.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+struct side {
+    ucs_async_context_t *async  = nullptr;
+    uct_worker_h         worker = nullptr;
+    uct_iface_h          iface  = nullptr;
+    uct_iface_attr_t     attr   = {};
+    std::vector<char>    dev_addr, iface_addr;
+};
+
+[[noreturn]] void die(const char *what, ucs_status_t status)
+{
+    std::fprintf(stderr, "zv_ep_memory: %s: %s\n", what, ucs_status_string(status));
+    std::exit(1);
+}
+
+void must(ucs_status_t status, const char *what)
+{
+    if (status != UCS_OK) {
+        die(what, status);
+    }
+}
+
+long rss_bytes()
+{
+    long pages = 0, resident = 0;
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    if ((f == nullptr) || (std::fscanf(f, "%ld %ld", &pages, &resident) != 2)) {
+        std::perror("/proc/self/statm");
+        std::exit(1);
+    }
+    std::fclose(f);
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+long heap_bytes()
+{
+    struct mallinfo2 mi = mallinfo2();
+    return static_cast<long>(mi.uordblks + mi.hblkhd);
+}
+
+/// Find the md that offers 'tl' on 'dev'.
+uct_md_h open_md(const char *tl, const char *dev)
+{
+    uct_component_h *components;
+    unsigned num;
+    must(uct_query_components(&components, &num), "uct_query_components");
+    for (unsigned i = 0; i < num; ++i) {
+        uct_component_attr_t attr = {};
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        must(uct_component_query(components[i], &attr), "uct_component_query");
+        std::vector<uct_md_resource_desc_t> res(attr.md_resource_count);
+        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        attr.md_resources = res.data();
+        must(uct_component_query(components[i], &attr), "uct_component_query");
+        for (auto &r : res) {
+            uct_md_config_t *cfg;
+            must(uct_md_config_read(components[i], nullptr, nullptr, &cfg), "md config");
+            uct_md_h md;
+            ucs_status_t status = uct_md_open(components[i], r.md_name, cfg, &md);
+            uct_config_release(cfg);
+            if (status != UCS_OK) {
+                continue;
+            }
+            uct_tl_resource_desc_t *tls;
+            unsigned ntl;
+            must(uct_md_query_tl_resources(md, &tls, &ntl), "tl resources");
+            bool found = false;
+            for (unsigned t = 0; t < ntl; ++t) {
+                found = found || ((std::strcmp(tls[t].tl_name, tl) == 0) &&
+                                  (std::strcmp(tls[t].dev_name, dev) == 0));
+            }
+            uct_release_tl_resource_list(tls);
+            if (found) {
+                uct_release_component_list(components);
+                return md;
+            }
+            uct_md_close(md);
+        }
+    }
+    std::fprintf(stderr, "zv_ep_memory: no memory domain offers %s on %s\n", tl, dev);
+    std::exit(1);
+}
+
+void open_side(side &s, uct_md_h md, const char *tl, const char *dev)
+{
+    must(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &s.async), "async");
+    must(uct_worker_create(s.async, UCS_THREAD_MODE_SINGLE, &s.worker), "worker");
+    uct_iface_config_t *cfg;
+    must(uct_md_iface_config_read(md, tl, nullptr, nullptr, &cfg), "iface config");
+    uct_iface_params_t params   = {};
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = tl;
+    params.mode.device.dev_name = dev;
+    ucs_status_t status = uct_iface_open(md, s.worker, &params, cfg, &s.iface);
+    uct_config_release(cfg);
+    must(status, "uct_iface_open");
+    must(uct_iface_query(s.iface, &s.attr), "uct_iface_query");
+    uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    s.dev_addr.resize(s.attr.device_addr_len);
+    s.iface_addr.resize(s.attr.iface_addr_len);
+    must(uct_iface_get_device_address(s.iface, reinterpret_cast<uct_device_addr_t *>(
+                                                       s.dev_addr.data())), "dev addr");
+    must(uct_iface_get_address(s.iface, reinterpret_cast<uct_iface_addr_t *>(
+                                                s.iface_addr.data())), "iface addr");
+    if (!(s.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE)) {
+        std::fprintf(stderr, "zv_ep_memory: %s does not connect to interfaces\n", tl);
+        std::exit(1);
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: %s TRANSPORT DEVICE N\n", argv[0]);
+        return 1;
+    }
+    const char *tl = argv[1], *dev = argv[2];
+    const long n   = std::atol(argv[3]);
+    if (n <= 0) {
+        std::fprintf(stderr, "zv_ep_memory: N must be positive\n");
+        return 1;
+    }
+    uct_md_h md = open_md(tl, dev);
+    side a, b;
+    open_side(a, md, tl, dev);
+    open_side(b, md, tl, dev);
+    // Warm up: one endpoint through connection and one message, so that
+    // lazily created per-interface resources are not counted per endpoint.
+    std::vector<uct_ep_h> eps;
+    auto create = [&] {
+        uct_ep_params_t p = {};
+        p.field_mask      = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        p.iface           = a.iface;
+        p.dev_addr        = reinterpret_cast<const uct_device_addr_t *>(b.dev_addr.data());
+        p.iface_addr      = reinterpret_cast<const uct_iface_addr_t *>(b.iface_addr.data());
+        uct_ep_h ep;
+        must(uct_ep_create(&p, &ep), "uct_ep_create");
+        eps.push_back(ep);
+    };
+    auto settle = [&] {
+        auto start = std::chrono::steady_clock::now();
+        for (uct_ep_h ep : eps) {
+            // Connected and idle: flush completes; also send one message
+            // so that each connection's send path has been used.
+            while (uct_ep_am_short(ep, 1, 0, nullptr, 0) != UCS_OK) {
+                uct_worker_progress(a.worker);
+                uct_worker_progress(b.worker);
+                if (std::chrono::steady_clock::now() - start > std::chrono::seconds(300)) {
+                    die("endpoints did not connect", UCS_ERR_TIMED_OUT);
+                }
+            }
+        }
+        for (int i = 0; i < 1000; ++i) {
+            uct_worker_progress(a.worker);
+            uct_worker_progress(b.worker);
+        }
+    };
+    uct_iface_set_am_handler(b.iface, 1,
+                             [](void *, void *, size_t, unsigned) { return UCS_OK; },
+                             nullptr, 0);
+    create();
+    settle();
+    long rss0 = rss_bytes(), heap0 = heap_bytes();
+    for (long i = 0; i < n; ++i) {
+        create();
+    }
+    settle();
+    long rss1 = rss_bytes(), heap1 = heap_bytes();
+    std::printf("%s %ld %ld %ld\n", tl, n, (rss1 - rss0) / n, (heap1 - heap0) / n);
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+    for (side *s : {&a, &b}) {
+        uct_iface_close(s->iface);
+        uct_worker_destroy(s->worker);
+        ucs_async_context_destroy(s->async);
+    }
+    uct_md_close(md);
+    return 0;
+}

@@ -1,0 +1,88 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# ud_zv beside UCX's ud_verbs, in one run on one device, peers interleaved:
+#   - UCT am_lat at 8 B (median latency of ucx_perftest),
+#   - UCP tag_bw at 1 MiB (UCX_TLS=<tl>,self),
+#   - the same for ud_zv with 1 % of received packets dropped, duplicated
+#     and reordered by its fault injection (ud_verbs has no such setting:
+#     loss for both needs the two-host wire with netem),
+#   - memory per endpoint with 1, 64 and 1024 endpoints in one process,
+#     beside rc_zv and ud_verbs (contrib/bench/zv_ep_memory).
+# Prints a table with ratios ud_zv / ud_verbs.
+#
+# Usage: contrib/bench/ud-bench.sh [BUILD_DIR]   (default: ./build)
+# Without an active RDMA port here, it runs itself in the Soft-RoCE VM.
+# Environment: ZV_BENCH_ROUNDS (default 3), ZV_BENCH_LAT_ITERS (default
+# 20000), ZV_BENCH_BW_ITERS (default 100).
+set -eu
+src=$(cd "$(dirname "$0")/../.." && pwd)
+b=$(cd "${1:-${ZV_BUILDDIR:-build}}" && pwd)
+rounds=${ZV_BENCH_ROUNDS:-3}
+lat_iters=${ZV_BENCH_LAT_ITERS:-20000}
+bw_iters=${ZV_BENCH_BW_ITERS:-100}
+
+if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
+    ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile")
+    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --share "$src" --share "$b" \
+        ${ucx_src:+--share "$ucx_src"} -e ZV_BENCH_ROUNDS="$rounds" \
+        -e ZV_BENCH_LAT_ITERS="$lat_iters" -e ZV_BENCH_BW_ITERS="$bw_iters" -- \
+        "$0" "$b"
+fi
+
+mod=$b/.libs/libuct_zv.so.0
+dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
+export UCX_NET_DEVICES=$dev:1 UCX_UD_VERBS_ETH_DGID_CHECK=n
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# pt COLUMN ARGS...: run ucx_perftest server + client, print one column of
+# the client's final line (-f): 3 = median latency, 7 = overall MB/s.
+pt() {
+    local col=$1; shift
+    local port=$((20000 + RANDOM % 20000))
+    LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port "$@" > "$tmp/srv" 2>&1 &
+    local spid=$!
+    sleep 2
+    LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port -f "$@" 127.0.0.1 > "$tmp/cli" 2>&1 || true
+    wait $spid || true
+    awk -v c="$col" '$1 ~ /^[0-9]+$/ && NF >= 8 {v = $(c - 1)} END {print (v == "" ? "nan" : v)}' "$tmp/cli"
+}
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "nan")}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+declare -A r
+for ((i = 1; i <= rounds; ++i)); do
+    echo "round $i/$rounds" >&2
+    r[lat_v]+=" $(pt 3 -t am_lat -x ud_verbs -d "$dev:1" -s 8 -n "$lat_iters")"
+    r[lat_z]+=" $(pt 3 -t am_lat -x ud_zv -d "$dev:1" -s 8 -n "$lat_iters")"
+    r[lat_zl]+=" $(UCX_UD_ZV_FAULT_DROP=0.01 UCX_UD_ZV_FAULT_DUP=0.01 UCX_UD_ZV_FAULT_REORDER=0.01 \
+                  pt 3 -t am_lat -x ud_zv -d "$dev:1" -s 8 -n "$lat_iters")"
+    r[bw_v]+=" $(UCX_TLS=ud_verbs,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
+    r[bw_z]+=" $(UCX_TLS=ud_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
+    r[bw_zl]+=" $(UCX_UD_ZV_FAULT_DROP=0.01 UCX_UD_ZV_FAULT_DUP=0.01 UCX_UD_ZV_FAULT_REORDER=0.01 \
+                  UCX_TLS=ud_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
+done
+declare -A m
+for k in "${!r[@]}"; do m[$k]=$(echo "${r[$k]}" | median); done
+
+echo
+echo "ud_zv vs ud_verbs on $dev ($rounds rounds, medians; one run, peers interleaved)"
+printf '%-34s %12s %12s %8s\n' "measure" "ud_verbs" "ud_zv" "zv/verbs"
+printf '%-34s %12s %12s %8s\n' "am_lat 8 B, median us (lower=better)" "${m[lat_v]}" "${m[lat_z]}" "$(ratio "${m[lat_z]}" "${m[lat_v]}")"
+printf '%-34s %12s %12s %8s\n' "tag_bw 1 MiB, MB/s (higher=better)" "${m[bw_v]}" "${m[bw_z]}" "$(ratio "${m[bw_z]}" "${m[bw_v]}")"
+printf '%-34s %12s %12s %8s\n' "am_lat 8 B, 1% faults injected" "n/a" "${m[lat_zl]}" "-"
+printf '%-34s %12s %12s %8s\n' "tag_bw 1 MiB, 1% faults injected" "n/a" "${m[bw_zl]}" "-"
+echo "raw: $(for k in lat_v lat_z lat_zl bw_v bw_z bw_zl; do printf '%s=[%s ] ' $k "${r[$k]}"; done)"
+
+echo
+echo "memory per endpoint, bytes (resident / heap), both sides of each connection in one process"
+printf '%-10s %22s %22s %22s\n' "endpoints" "rc_zv" "ud_zv" "ud_verbs"
+for n in 1 64 1024; do
+    row=()
+    for tl in rc_zv ud_zv ud_verbs; do
+        out=$(LD_PRELOAD=$mod timeout 600 "$b/contrib/bench/zv_ep_memory" $tl "$dev:1" $n 2>"$tmp/err") ||
+            out="$tl $n fail fail"
+        set -- $out
+        row+=("$3 / $4")
+    done
+    printf '%-10s %22s %22s %22s\n' $n "${row[0]}" "${row[1]}" "${row[2]}"
+done
