@@ -149,10 +149,8 @@ void conn_manager::poll_send()
     for (int i = 0; i < n; ++i) {
         if (wc[i].wr_id == send_wr_id) {
             --m_tx_outstanding;
-        } else if (wc[i].status == IBV_WC_SUCCESS) {
-            handle(*reinterpret_cast<const conn_msg *>(
-                    m_rx_mem + wc[i].wr_id * rx_size + grh_len));
-            post_recv(static_cast<unsigned>(wc[i].wr_id));
+        } else {
+            (void)handle_wcs(&wc[i], 1);
         }
     }
 }
@@ -222,14 +220,20 @@ void conn_manager::disconnect(uint64_t conn_id, const device_addr &peer,
     (void)send(peer, peer_ud_qpn, make_msg(conn_msg::disc, conn_id, 0));
 }
 
+bool parse_conn_msg(const char *buf, size_t len, ibv_qp_type transport, conn_msg *out)
+{
+    if (len < sizeof(conn_msg)) {
+        return false;
+    }
+    std::memcpy(out, buf, sizeof(conn_msg));
+    return (out->magic == conn_msg::magic_value) &&
+           (out->transport == static_cast<uint8_t>(transport)) &&
+           ((out->type == conn_msg::req) || (out->type == conn_msg::rep) ||
+            (out->type == conn_msg::disc));
+}
+
 void conn_manager::handle(const conn_msg &msg)
 {
-    if ((msg.magic != conn_msg::magic_value) ||
-        (msg.transport != static_cast<uint8_t>(m_transport))) {
-        ucs_debug("qp 0x%x: dropped connection message with bad magic/transport",
-                  m_qp->qp_num);
-        return;
-    }
     switch (msg.type) {
     case conn_msg::req: {
         passive_key key{gid_key(msg.dev), msg.ud_qpn, msg.conn_id};
@@ -303,13 +307,15 @@ unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
             continue;
         }
         unsigned index = static_cast<unsigned>(wc[i].wr_id);
-        if ((wc[i].status == IBV_WC_SUCCESS) &&
-            (wc[i].byte_len >= grh_len + sizeof(conn_msg))) {
-            conn_msg msg;
-            std::memcpy(&msg, m_rx_mem + index * rx_size + grh_len, sizeof(msg));
+        conn_msg msg;
+        if ((wc[i].status == IBV_WC_SUCCESS) && (wc[i].byte_len >= grh_len) &&
+            parse_conn_msg(m_rx_mem + index * rx_size + grh_len,
+                           wc[i].byte_len - grh_len, m_transport, &msg)) {
             handle(msg);
             ++count;
-        } else if (wc[i].status != IBV_WC_SUCCESS) {
+        } else if (wc[i].status == IBV_WC_SUCCESS) {
+            ucs_debug("qp 0x%x: dropped a malformed connection message", m_qp->qp_num);
+        } else {
             ucs_debug("qp 0x%x: connection receive failed: %s", m_qp->qp_num,
                       ibv_wc_status_str(wc[i].status));
         }

@@ -43,6 +43,11 @@ struct __attribute__((packed)) conn_msg {
     device_addr dev;        ///< sender's port
 };
 
+/// Validate a received connection message (after the GRH): length, magic,
+/// the transport it is for, a known type. No state is touched.
+[[nodiscard]] bool parse_conn_msg(const char *buf, size_t len, ibv_qp_type transport,
+                                  conn_msg *out);
+
 /// What the transport does for the connection manager (slow path).
 struct conn_callbacks {
     void *arg;

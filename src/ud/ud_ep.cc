@@ -385,11 +385,7 @@ void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
         }
         break;
     case ud_hdr::crep: {
-        crep_body b;
-        if (body_len < sizeof(b)) {
-            ++iface->bad_rx;
-            return;
-        }
+        crep_body b; // parse_packet() checked the length
         std::memcpy(&b, body, sizeof(b));
         if (ep->st == ud_ep::state::connecting) {
             ep->peer_conn = b.conn_id;

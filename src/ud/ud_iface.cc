@@ -69,7 +69,7 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
                  const char *body, size_t body_len)
 {
     creq_body b;
-    if ((body_len < sizeof(b)) || (hdr.psn != 0)) {
+    if (hdr.psn != 0) {
         ++iface->bad_rx;
         return;
     }
@@ -140,22 +140,18 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
 bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp,
                    iface::buffer *b)
 {
-    ud_hdr hdr;
-    if (__builtin_expect(len < grh_len + sizeof(hdr), 0)) {
+    parsed_pkt p;
+    if (__builtin_expect(!parse_packet(pkt, len, &p), 0)) {
         ++iface->bad_rx;
         return false;
     }
-    std::memcpy(&hdr, pkt + grh_len, sizeof(hdr));
-    const char *body = pkt + grh_len + sizeof(hdr);
-    size_t body_len  = len - grh_len - sizeof(hdr);
-    if (__builtin_expect(hdr.magic != ud_hdr::magic_value, 0)) {
-        ++iface->bad_rx;
-        return false;
-    }
+    const ud_hdr &hdr = p.hdr;
+    const char *body  = p.body;
+    size_t body_len   = p.body_len;
     switch (hdr.type) {
     case ud_hdr::data: {
         rx_conn *c = conn_lookup(iface, hdr.dest, src_qp);
-        if (__builtin_expect((c == nullptr) || (hdr.am_id >= UCT_AM_ID_MAX), 0)) {
+        if (__builtin_expect(c == nullptr, 0)) {
             ++iface->bad_rx;
             return false;
         }
@@ -190,7 +186,7 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
     case ud_hdr::disc: {
         rx_conn *c = conn_lookup(iface, hdr.dest, src_qp);
         disc_body d;
-        if ((c == nullptr) || (body_len < sizeof(d))) {
+        if (c == nullptr) {
             ++iface->bad_rx;
             return false;
         }
@@ -587,6 +583,34 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
 } // namespace
 
 // ---------------------------------------------------------------- shared
+
+bool parse_packet(const char *pkt, size_t len, parsed_pkt *out)
+{
+    if (len < grh_len + sizeof(ud_hdr)) {
+        return false;
+    }
+    std::memcpy(&out->hdr, pkt + grh_len, sizeof(ud_hdr));
+    out->body     = pkt + grh_len + sizeof(ud_hdr);
+    out->body_len = len - grh_len - sizeof(ud_hdr);
+    if (out->hdr.magic != ud_hdr::magic_value) {
+        return false;
+    }
+    switch (out->hdr.type) {
+    case ud_hdr::data:
+        return out->hdr.am_id < UCT_AM_ID_MAX;
+    case ud_hdr::ack:
+    case ud_hdr::nak:
+        return true;
+    case ud_hdr::creq:
+        return out->body_len >= sizeof(creq_body);
+    case ud_hdr::crep:
+        return out->body_len >= sizeof(crep_body);
+    case ud_hdr::disc:
+        return out->body_len >= sizeof(disc_body);
+    default:
+        return false;
+    }
+}
 
 ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
 {

@@ -69,6 +69,18 @@ struct __attribute__((packed)) iface_addr {
     uint8_t qpn[3];
 };
 
+/// A received packet whose header passed the checks that need no state.
+struct parsed_pkt {
+    ud_hdr      hdr;
+    const char *body;
+    size_t      body_len;
+};
+
+/// Validate a received datagram (GRH included): length, magic, known type,
+/// AM id, and the body length its type needs. No state is touched; the
+/// caller still checks that ids name live objects of the sending QP.
+[[nodiscard]] bool parse_packet(const char *pkt, size_t len, parsed_pkt *out);
+
 constexpr unsigned max_sge   = 4;  ///< header + up to 3 iov entries
 constexpr size_t   grh_len   = 40;
 constexpr unsigned id_bits   = 20;
