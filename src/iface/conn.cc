@@ -220,18 +220,6 @@ void conn_manager::disconnect(uint64_t conn_id, const device_addr &peer,
     (void)send(peer, peer_ud_qpn, make_msg(conn_msg::disc, conn_id, 0));
 }
 
-bool parse_conn_msg(const char *buf, size_t len, ibv_qp_type transport, conn_msg *out)
-{
-    if (len < sizeof(conn_msg)) {
-        return false;
-    }
-    std::memcpy(out, buf, sizeof(conn_msg));
-    return (out->magic == conn_msg::magic_value) &&
-           (out->transport == static_cast<uint8_t>(transport)) &&
-           ((out->type == conn_msg::req) || (out->type == conn_msg::rep) ||
-            (out->type == conn_msg::disc));
-}
-
 void conn_manager::handle(const conn_msg &msg)
 {
     switch (msg.type) {

@@ -5,6 +5,7 @@
 #define ZV_RC_RC_EP_INL_H
 
 #include "rc/rc_ep.h"
+#include "rc/rc_wire.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -23,8 +24,6 @@ inline uint64_t make_wr_id(const rc_ep *ep, uint32_t seq)
 {
     return (static_cast<uint64_t>(ep->slot) << 32) | seq;
 }
-
-inline uint32_t am_imm(uint8_t am_id) { return htonl(am_id); }
 
 // ---------------------------------------------------------------- resources
 

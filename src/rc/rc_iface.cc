@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // rc_zv interface: resources, receive path, progress, attributes.
 #include "rc/rc_ep.h"
+#include "rc/rc_wire.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -54,14 +55,6 @@ void post_rx(rc_iface *iface, unsigned count)
         iface->rx_posted += n;
         count -= n;
     }
-}
-
-// Immediate data of an AM: [version:8 | reserved:16 | am_id:8].
-inline bool decode_am(uint32_t imm_be, uint8_t *am_id)
-{
-    uint32_t imm = ntohl(imm_be);
-    *am_id       = static_cast<uint8_t>(imm & 0xff);
-    return ((imm >> 8) == 0) && (*am_id < UCT_AM_ID_MAX);
 }
 
 void handle_rx(rc_iface *iface, const ibv_wc *wc, int n)
