@@ -335,6 +335,7 @@ __attribute__((constructor)) void zv_module_init()
     uct_component_register(&zv_component);
     uct_tl_register(&zv_component, &rc_zv_tl);
     uct_tl_register(&zv_component, zv::glue::ud_tl());
+    uct_tl_register(&zv_component, zv::glue::uc_tl());
     zv_registered = true;
 }
 

@@ -26,6 +26,7 @@ ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                            unsigned *num_devices_p);
 
 uct_tl_t *ud_tl();
+uct_tl_t *uc_tl();
 
 } // namespace zv::glue
 

@@ -251,6 +251,9 @@ void conn_manager::handle(const conn_msg &msg)
     case conn_msg::disc: {
         auto it = m_passive.find(passive_key{gid_key(msg.dev), msg.ud_qpn, msg.conn_id});
         if (it != m_passive.end()) {
+            if (m_cb.released != nullptr) {
+                m_cb.released(m_cb.arg, it->second);
+            }
             verbs::destroy_qp(it->second);
             m_passive.erase(it);
         }

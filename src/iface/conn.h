@@ -58,6 +58,9 @@ struct conn_callbacks {
     void (*established)(void *arg, uint64_t conn_id, uint32_t peer_qpn);
     /// Our REQ 'conn_id' got no answer within the timeout.
     void (*timed_out)(void *arg, uint64_t conn_id);
+    /// A passive QP is about to be destroyed (the peer disconnected); may
+    /// be null.
+    void (*released)(void *arg, ibv_qp *qp);
 };
 
 /// Owns the UD QP of one interface. Not thread safe (one interface, one

@@ -484,7 +484,8 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     iface->atomics = (dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
 
     iface::conn_callbacks cb = {iface, accept_passive, connection_established,
-                                connection_timed_out};
+                                connection_timed_out,
+                                nullptr};
     status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout,
                               iface->channel);
     if (status != UCS_OK) {

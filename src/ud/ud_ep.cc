@@ -42,6 +42,7 @@ inline tx_desc *desc_get(ud_ep *ep, uint8_t type)
     d->in_flight = 0;
     d->acked     = false;
     d->num_sge   = 1;
+    d->opcode    = IBV_WR_SEND;
     ud_hdr *h    = d->hdr();
     h->dest      = ep->peer_conn;
     h->ack_dest  = 0;
@@ -67,9 +68,11 @@ inline void piggyback(ud_ep *ep, ud_hdr *h)
 /// leaves it in the window: the timer sends it again.
 void send_desc(ud_ep *ep, tx_desc *d, size_t len)
 {
-    ud_hdr *h  = d->hdr();
-    d->sge[0]  = {reinterpret_cast<uintptr_t>(h),
-                  static_cast<uint32_t>(sizeof(ud_hdr) + len), d->buf->lkey};
+    ud_hdr *h = d->hdr();
+    if (d->opcode == IBV_WR_SEND) {
+        d->sge[0] = {reinterpret_cast<uintptr_t>(h),
+                     static_cast<uint32_t>(sizeof(ud_hdr) + len), d->buf->lkey};
+    } // else a put: the caller set the sges (the psn travels as immediate data)
     if (ep->tx.idle()) {
         busy_link(ep);
     }
@@ -217,6 +220,106 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     }
     d->comp = comp;
     send_desc(ep, d, header_length);
+    return UCS_INPROGRESS;
+}
+
+// ---------------------------------------------------------------- put (uc_zv)
+
+/// A put: RDMA WRITE with immediate data, acknowledged like any packet.
+inline tx_desc *put_desc(ud_ep *ep, size_t length, uint64_t remote_addr, uct_rkey_t rkey)
+{
+    if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
+        return nullptr;
+    }
+    tx_desc *d = desc_get(ep, ud_hdr::data);
+    if (__builtin_expect(d == nullptr, 0)) {
+        return nullptr;
+    }
+    d->opcode      = IBV_WR_RDMA_WRITE_WITH_IMM;
+    d->remote_addr = remote_addr;
+    d->rkey        = static_cast<uint32_t>(rkey);
+    d->num_sge     = 0;
+    return d;
+}
+
+ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
+                          uint64_t remote_addr, uct_rkey_t rkey)
+{
+    ud_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    tx_desc *d = put_desc(ep, length, remote_addr, rkey);
+    if (__builtin_expect(d == nullptr, 0)) {
+        return (length > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
+                                                          UCS_ERR_NO_RESOURCE;
+    }
+    std::memcpy(d->payload(), buffer, length);
+    d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()), length, d->buf->lkey};
+    send_desc(ep, d, length);
+    return UCS_OK;
+}
+
+ssize_t ep_put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
+                     uint64_t remote_addr, uct_rkey_t rkey)
+{
+    ud_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    tx_desc *d = put_desc(ep, 0, remote_addr, rkey);
+    if (__builtin_expect(d == nullptr, 0)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    size_t length = pack_cb(d->payload(), arg);
+    if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
+        ucs_error("uc_zv: put_bcopy packed %zu bytes, more than the %u allowed", length,
+                  ep->iface->settings.max_write);
+        iface::buffer_pool::put(d->buf);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()),
+                            static_cast<uint32_t>(length), d->buf->lkey};
+    send_desc(ep, d, length);
+    return static_cast<ssize_t>(length);
+}
+
+ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
+                          uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    ud_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    if (__builtin_expect(iovcnt > max_sge, 0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        total += iov[i].length * std::max<unsigned>(iov[i].count, 1);
+    }
+    tx_desc *d = put_desc(ep, total, remote_addr, rkey);
+    if (__builtin_expect(d == nullptr, 0)) {
+        return (total > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
+                                                         UCS_ERR_NO_RESOURCE;
+    }
+    for (size_t i = 0; i < iovcnt; ++i) {
+        size_t n = iov[i].length * std::max<unsigned>(iov[i].count, 1);
+        if (n == 0) {
+            continue;
+        }
+        if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
+            iface::buffer_pool::put(d->buf);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
+                                static_cast<uint32_t>(n), md::memh_lkey(iov[i].memh)};
+    }
+    d->comp = comp;
+    send_desc(ep, d, total);
     return UCS_INPROGRESS;
 }
 
@@ -373,7 +476,13 @@ void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
     if ((ep->st == ud_ep::state::connecting) && (hdr.type != ud_hdr::crep)) {
         return; // only the CREP may acknowledge the CREQ
     }
-    ucs_time_t now = ucs_get_time();
+    ep_packet(ep, hdr, body);
+}
+
+void ep_packet(ud_ep *ep, const ud_hdr &hdr, const char *body)
+{
+    ud_iface *iface = ep->iface;
+    ucs_time_t now  = ucs_get_time();
     switch (hdr.type) {
     case ud_hdr::data:
     case ud_hdr::ack:
@@ -414,34 +523,13 @@ void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
 
 ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
-    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
-        ucs_error("ud_zv: endpoints connect to an interface: the device and "
-                  "interface addresses are required");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    ud_iface *iface = to_ud(params->iface);
-    if (iface->free_eps.empty() && (iface->eps.size() > id_index_mask)) {
-        ucs_error("ud_zv: too many endpoints on one interface (%u)", id_index_mask);
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
-    auto *ep = new (std::nothrow) ud_ep{};
-    if (ep == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    int init_count      = 1;
-    ucs_status_t status = uct_base_ep_t_init(&ep->super, &uct_base_ep_t_class,
-                                             &init_count, &iface->super.super);
+    ud_ep *ep;
+    ucs_status_t status = ep_new(params, &ep);
     if (status != UCS_OK) {
-        delete ep;
         return status;
     }
-    ep->iface = iface;
-    std::memcpy(&ep->peer, params->dev_addr, sizeof(ep->peer));
-    const auto *ia = reinterpret_cast<const iface_addr *>(params->iface_addr);
-    ep->peer_qpn   = ia->qpn[0] | (ia->qpn[1] << 8) | (ia->qpn[2] << 16);
-    status         = ah_for(iface, ep->peer, &ep->ah);
+    ud_iface *iface = ep->iface;
+    status = ah_for(iface, ep->peer, &ep->ah);
     if (status != UCS_OK) {
         delete ep;
         return status;
@@ -451,18 +539,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         delete ep;
         return UCS_ERR_NO_MEMORY;
     }
-    uint32_t idx;
-    if (iface->free_eps.empty()) {
-        idx = static_cast<uint32_t>(iface->eps.size());
-        iface->eps.push_back(ep);
-        iface->ep_gen.push_back(0);
-    } else {
-        idx = iface->free_eps.back();
-        iface->free_eps.pop_back();
-        iface->eps[idx] = ep;
-    }
-    ep->id = (static_cast<uint32_t>(iface->ep_gen[idx]) << id_bits) | idx;
-    ep->tx.init(&iface->settings.rel);
+    ep_register(ep);
 
     // A receive connection from the same peer interface becomes the partner.
     for (rx_conn *c : iface->conns) {
@@ -488,8 +565,62 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     return UCS_OK;
 }
 
+ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p)
+{
+    const char *tl = to_ud(params->iface)->uc ? "uc_zv" : "ud_zv";
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ||
+        !(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) ||
+        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
+        ucs_error("%s: endpoints connect to an interface: the device and "
+                  "interface addresses are required", tl);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    ud_iface *iface = to_ud(params->iface);
+    if (iface->free_eps.empty() && (iface->eps.size() > id_index_mask)) {
+        ucs_error("%s: too many endpoints on one interface (%u)", tl, id_index_mask);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    auto *ep = new (std::nothrow) ud_ep{};
+    if (ep == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    int init_count      = 1;
+    ucs_status_t status = uct_base_ep_t_init(&ep->super, &uct_base_ep_t_class,
+                                             &init_count, &iface->super.super);
+    if (status != UCS_OK) {
+        delete ep;
+        return status;
+    }
+    ep->iface = iface;
+    std::memcpy(&ep->peer, params->dev_addr, sizeof(ep->peer));
+    const auto *ia = reinterpret_cast<const iface_addr *>(params->iface_addr);
+    ep->peer_qpn   = ia->qpn[0] | (ia->qpn[1] << 8) | (ia->qpn[2] << 16);
+    ep->tx.init(&iface->settings.rel);
+    *ep_p = ep;
+    return UCS_OK;
+}
+
+void ep_register(ud_ep *ep)
+{
+    ud_iface *iface = ep->iface;
+    uint32_t idx;
+    if (iface->free_eps.empty()) {
+        idx = static_cast<uint32_t>(iface->eps.size());
+        iface->eps.push_back(ep);
+        iface->ep_gen.push_back(0);
+    } else {
+        idx = iface->free_eps.back();
+        iface->free_eps.pop_back();
+        iface->eps[idx] = ep;
+    }
+    ep->id = (static_cast<uint32_t>(iface->ep_gen[idx]) << id_bits) | idx;
+}
+
 void ep_free(ud_ep *ep)
 {
+    if (ep->qp != nullptr) {
+        verbs::destroy_qp(ep->qp);
+    }
     delete ep;
 }
 
@@ -505,8 +636,14 @@ void ep_destroy(uct_ep_h uct_ep)
         h.type     = ud_hdr::disc;
         h.magic    = ud_hdr::magic_value;
         disc_body b{ep->id};
-        (void)send_ctl(iface, ep->ah, ep->peer_qpn, h, &b, sizeof(b));
+        (void)send_ctl(iface, iface->qp, ep->ah, ep->peer_qpn, h, &b, sizeof(b));
     }
+    ep_release(ep);
+}
+
+void ep_release(ud_ep *ep)
+{
+    ud_iface *iface = ep->iface;
     ep->pending.purge(nullptr, nullptr);
     ep->flush_waiters.clear();
     ep->resend_next = nullptr;
@@ -544,6 +681,13 @@ void ep_destroy(uct_ep_h uct_ep)
     } else {
         iface->graveyard.push_back(ep);
     }
+}
+
+void fill_put_ops(uct_iface_ops_t *ops)
+{
+    ops->ep_put_short = ep_put_short;
+    ops->ep_put_bcopy = ep_put_bcopy;
+    ops->ep_put_zcopy = ep_put_zcopy;
 }
 
 void fill_ep_ops(uct_iface_ops_t *ops)

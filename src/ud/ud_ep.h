@@ -31,6 +31,7 @@ struct ud_ep {
     iface::pending_queue pending;
     std::vector<uct_completion_t *> flush_waiters;
     ucs_status_t        error       = UCS_OK;
+    ibv_qp             *qp          = nullptr; ///< uc_zv: the connected queue pair
 };
 
 inline ud_ep *to_ep(uct_ep_h ep) { return reinterpret_cast<ud_ep *>(ep); }
@@ -38,6 +39,16 @@ inline ud_ep *to_ep(uct_ep_h ep) { return reinterpret_cast<ud_ep *>(ep); }
 [[nodiscard]] ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
 void ep_destroy(uct_ep_h ep);
 void fill_ep_ops(uct_iface_ops_t *ops);
+/// uc_zv's put operations.
+void fill_put_ops(uct_iface_ops_t *ops);
+/// Allocate an endpoint for params (address parsed, sender ready); the
+/// caller registers it (ep_register) once nothing else can fail.
+[[nodiscard]] ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p);
+/// Give the endpoint its id (table slot + generation).
+void ep_register(ud_ep *ep);
+/// Second half of destroying an endpoint: drop its work, unlink it, free
+/// its id, and free it now or once its last send completes.
+void ep_release(ud_ep *ep);
 
 /// Continue a go-back-N retransmission (the send queue filled mid-way).
 /// Returns packets posted.

@@ -21,14 +21,17 @@ constexpr uint64_t wr_id_ctl     = 1; ///< low bit: control packet (no descripto
 // ---------------------------------------------------------------- receive
 
 /// Where UCP's data starts in a receive buffer.
-inline char *am_data(iface::buffer *b) { return b->data() + grh_len + sizeof(ud_hdr); }
+inline char *am_data(const ud_iface *iface, iface::buffer *b)
+{
+    return b->data() + iface->rx_offset + sizeof(ud_hdr);
+}
 
 void release_rx(uct_recv_desc_t *self, void *desc)
 {
     ud_iface *iface = static_cast<ud_iface *>(
             reinterpret_cast<iface::release_desc *>(self)->owner);
     char *data = static_cast<char *>(desc) + iface->rx_headroom;
-    iface::buffer_pool::put(iface->rx_pool.from_data(data - grh_len - sizeof(ud_hdr)));
+    iface::buffer_pool::put(iface->rx_pool.from_data(data - iface->rx_offset - sizeof(ud_hdr)));
 }
 
 void post_rx(ud_iface *iface, unsigned count)
@@ -41,10 +44,11 @@ void post_rx(ud_iface *iface, unsigned count)
             return; // pool exhausted; retried on the next progress
         }
         ibv_recv_wr *bad;
-        int ret = ibv_post_recv(iface->qp, wrs, &bad);
+        int ret = iface->uc ? ibv_post_srq_recv(iface->srq, wrs, &bad) :
+                              ibv_post_recv(iface->qp, wrs, &bad);
         if (ret != 0) {
-            ucs_error("qp 0x%x: ibv_post_recv() failed: %s", iface->qp->qp_num,
-                      strerror(ret));
+            ucs_error("%s: posting receive buffers failed: %s",
+                      iface->super.md->dev.name().c_str(), strerror(ret));
             for (ibv_recv_wr *w = bad; w != nullptr; w = w->next) {
                 iface::buffer_pool::put(reinterpret_cast<iface::buffer *>(w->wr_id));
                 --n;
@@ -129,7 +133,7 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
     h.type     = ud_hdr::crep;
     h.magic    = ud_hdr::magic_value;
     crep_body r{c->id};
-    if (send_ctl(iface, c->ah, c->peer_qpn, h, &r, sizeof(r)) == UCS_OK) {
+    if (send_ctl(iface, iface->qp, c->ah, c->peer_qpn, h, &r, sizeof(r)) == UCS_OK) {
         c->rx.acked();
     }
     // Otherwise the CREQ comes again and is answered then.
@@ -158,27 +162,7 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
         if (hdr.ack_dest != 0) {
             handle_ep_packet(iface, hdr, src_qp, nullptr, 0);
         }
-        rel::receiver::verdict v = c->rx.on_data(hdr.psn, ucs_get_time());
-        owe_link(iface, c);
-        if (v == rel::receiver::verdict::duplicate) {
-            ++iface->dup_rx;
-            return false;
-        }
-        if ((v == rel::receiver::verdict::gap) || (b == nullptr)) {
-            ++iface->gap_rx;
-            return false;
-        }
-        ucs_status_t status = uct_iface_invoke_am(&iface->super.super, hdr.am_id,
-                                                  am_data(b), static_cast<unsigned>(body_len),
-                                                  UCT_CB_PARAM_FLAG_DESC);
-        if (status == UCS_OK) {
-            return false;
-        }
-        // UCP keeps the data and releases it through release_rx().
-        char *desc = am_data(b) - iface->rx_headroom;
-        *reinterpret_cast<uct_recv_desc_t **>(desc - sizeof(uct_recv_desc_t *)) =
-                &iface->release_desc.super;
-        return true;
+        return deliver_data(iface, c, hdr, body, body_len, b, true);
     }
     case ud_hdr::creq:
         handle_creq(iface, hdr, src_qp, body, body_len);
@@ -209,6 +193,17 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
     }
 }
 
+/// One received packet of either kind of interface; consumes 'b' (null for
+/// an injected duplicate, which only reaches the reliability checks).
+void dispatch(ud_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
+{
+    bool kept = iface->uc ? uc_handle(iface, pkt, wc, b) :
+                            handle_packet(iface, pkt, wc.byte_len, wc.src_qp, b);
+    if (!kept && (b != nullptr)) {
+        iface::buffer_pool::put(b);
+    }
+}
+
 /// A completed receive: through the fault injector when it is on.
 void receive_one(ud_iface *iface, iface::buffer *b, const ibv_wc &wc)
 {
@@ -219,12 +214,12 @@ void receive_one(ud_iface *iface, iface::buffer *b, const ibv_wc &wc)
             return;
         case iface::fault_injector::action::dup: {
             char copy[grh_len + sizeof(ud_hdr) + sizeof(creq_body)];
-            size_t n = std::min<size_t>(wc.byte_len, sizeof(copy));
-            std::memcpy(copy, b->data(), n);
-            if (!handle_packet(iface, b->data(), wc.byte_len, wc.src_qp, b)) {
-                iface::buffer_pool::put(b);
-            }
-            (void)handle_packet(iface, copy, n, wc.src_qp, nullptr);
+            ibv_wc wc_copy   = wc;
+            wc_copy.byte_len = static_cast<uint32_t>(std::min<size_t>(wc.byte_len,
+                                                                      sizeof(copy)));
+            std::memcpy(copy, b->data(), wc_copy.byte_len);
+            dispatch(iface, b->data(), wc, b);
+            dispatch(iface, copy, wc_copy, nullptr);
             return;
         }
         case iface::fault_injector::action::hold:
@@ -238,17 +233,12 @@ void receive_one(ud_iface *iface, iface::buffer *b, const ibv_wc &wc)
             break;
         }
     }
-    if (!handle_packet(iface, b->data(), wc.byte_len, wc.src_qp, b)) {
-        iface::buffer_pool::put(b);
-    }
+    dispatch(iface, b->data(), wc, b);
     if (iface->held_buf != nullptr) {
         // The held packet arrives after this one: reordered.
         iface::buffer *h = iface->held_buf;
         iface->held_buf  = nullptr;
-        if (!handle_packet(iface, h->data(), iface->held_wc.byte_len,
-                           iface->held_wc.src_qp, h)) {
-            iface::buffer_pool::put(h);
-        }
+        dispatch(iface, h->data(), iface->held_wc, h);
     }
 }
 
@@ -269,7 +259,8 @@ void send_acks(ud_iface *iface, ucs_time_t now)
             h.ack_psn = c->rx.ack_psn();
             h.type    = nak ? ud_hdr::nak : ud_hdr::ack;
             h.magic   = ud_hdr::magic_value;
-            if (send_ctl(iface, c->ah, c->peer_qpn, h, nullptr, 0) != UCS_OK) {
+            if (send_ctl(iface, iface->uc ? c->qp : iface->qp, c->ah, c->peer_qpn, h,
+                         nullptr, 0) != UCS_OK) {
                 return; // send queue full: next time
             }
             c->rx.acked();
@@ -290,7 +281,7 @@ unsigned poll_rx(ud_iface *iface)
         --iface->rx_posted;
         if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
             if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
-                ucs_debug("qp 0x%x: receive completion error: %s", iface->qp->qp_num,
+                ucs_debug("qp 0x%x: receive completion error: %s", wc[i].qp_num,
                           ibv_wc_status_str(wc[i].status));
             }
             iface::buffer_pool::put(b);
@@ -302,10 +293,7 @@ unsigned poll_rx(ud_iface *iface)
         // Nothing came after the held packet: let it through now.
         iface::buffer *h = iface->held_buf;
         iface->held_buf  = nullptr;
-        if (!handle_packet(iface, h->data(), iface->held_wc.byte_len,
-                           iface->held_wc.src_qp, h)) {
-            iface::buffer_pool::put(h);
-        }
+        dispatch(iface, h->data(), iface->held_wc, h);
     }
     if (iface->owe_conns != nullptr) {
         send_acks(iface, ucs_get_time());
@@ -345,6 +333,10 @@ unsigned progress(uct_iface_h uct_iface)
     ud_iface *iface    = to_ud(uct_iface);
     iface->in_progress = true;
     unsigned count     = poll_rx(iface) + poll_tx(iface);
+    // uc_zv's connection traffic is rare: every 32nd call, or while connecting.
+    if (iface->uc && (iface->conn.busy() || ((++iface->progress_count & 31) == 0))) {
+        count += iface->conn.progress();
+    }
     if ((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) {
         ucs_time_t now = ucs_get_time();
         if (now >= iface->next_timer) {
@@ -370,10 +362,18 @@ void destroy_resources(ud_iface *iface)
     verbs::destroy_qp(iface->qp);
     iface->qp = nullptr;
     for (ud_ep *ep : iface->eps) {
-        delete ep;
+        if (ep != nullptr) {
+            ep_free(ep);
+        }
     }
     for (ud_ep *ep : iface->graveyard) {
-        delete ep;
+        ep_free(ep);
+    }
+    // The connection manager owns uc_zv's passive queue pairs.
+    iface->conn.~conn_manager();
+    new (&iface->conn) iface::conn_manager();
+    if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
+        ucs_warn("%s: ibv_destroy_srq() failed: %m", dev);
     }
     for (rx_conn *c : iface->conns) {
         delete c;
@@ -436,7 +436,8 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
 
 ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
 {
-    uint32_t qpn = to_ud(uct_iface)->qp->qp_num;
+    ud_iface *iface = to_ud(uct_iface);
+    uint32_t qpn    = iface->uc ? iface->conn.ud_qpn() : iface->qp->qp_num;
     auto *a      = reinterpret_cast<iface_addr *>(addr);
     a->qpn[0]    = static_cast<uint8_t>(qpn);
     a->qpn[1]    = static_cast<uint8_t>(qpn >> 8);
@@ -511,6 +512,7 @@ uct_iface_ops_t make_ops()
 }
 
 uct_iface_ops_t          ud_ops          = make_ops();
+uct_iface_ops_t          uc_ops          = uc_make_ops(make_ops());
 uct_iface_internal_ops_t ud_internal_ops = {
     /* iface_estimate_perf */ estimate_perf,
     /* iface_vfs_refresh   */ vfs_refresh,
@@ -534,25 +536,39 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
         ucs_error("%s: ibv_create_cq() failed: %m", name);
         return UCS_ERR_NO_RESOURCE;
     }
-    ucs_status_t status = verbs::create_ud_qp(dev, *iface->super.port, iface->send_cq,
-                                              iface->recv_cq, s.common.tx_queue_len,
-                                              s.common.rx_queue_len, s.max_inline, qkey,
-                                              &iface->qp, max_sge);
-    if (status != UCS_OK) {
-        return status;
+    ucs_status_t status;
+    size_t tx_payload;
+    if (s.uc) {
+        status = uc_create_resources(iface); // SRQ, connection manager, inline size
+        if (status != UCS_OK) {
+            return status;
+        }
+        iface->rx_offset   = 0;
+        iface->max_payload = s.seg_size;
+        tx_payload         = std::max(s.seg_size, s.max_write);
+    } else {
+        status = verbs::create_ud_qp(dev, *iface->super.port, iface->send_cq,
+                                     iface->recv_cq, s.common.tx_queue_len,
+                                     s.common.rx_queue_len, s.max_inline, qkey,
+                                     &iface->qp, max_sge);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ibv_qp_attr qattr;
+        ibv_qp_init_attr qinit;
+        iface->max_inline = (ibv_query_qp(iface->qp, &qattr, IBV_QP_CAP, &qinit) == 0) ?
+                            qinit.cap.max_inline_data : 0;
+        iface->max_payload = mtu - sizeof(ud_hdr);
+        tx_payload         = iface->max_payload;
     }
-    ibv_qp_attr qattr;
-    ibv_qp_init_attr qinit;
-    iface->max_inline = (ibv_query_qp(iface->qp, &qattr, IBV_QP_CAP, &qinit) == 0) ?
-                        qinit.cap.max_inline_data : 0;
-    iface->max_payload = mtu - sizeof(ud_hdr);
     iface->rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
                          params->rx_headroom : 0;
-    status = iface->rx_pool.init(&dev, "ud_zv receive", grh_len + mtu,
+    status = iface->rx_pool.init(&dev, s.uc ? "uc_zv receive" : "ud_zv receive",
+                                 iface->rx_offset + sizeof(ud_hdr) + iface->max_payload,
                                  iface->rx_headroom, 256, 0, IBV_ACCESS_LOCAL_WRITE);
     if (status == UCS_OK) {
-        status = iface->tx_pool.init(&dev, "ud_zv send",
-                                     sizeof(tx_desc) + sizeof(ud_hdr) + iface->max_payload,
+        status = iface->tx_pool.init(&dev, s.uc ? "uc_zv send" : "ud_zv send",
+                                     sizeof(tx_desc) + sizeof(ud_hdr) + tx_payload,
                                      0, 128, 0, IBV_ACCESS_LOCAL_WRITE);
     }
     if (status != UCS_OK) {
@@ -566,8 +582,8 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
     iface->conn_gen.push_back(0);
     iface->fault.init(s.fault);
     if (iface->fault.on()) {
-        ucs_diag("ud_zv: fault injection in the receive path: drop %g, duplicate %g, "
-                 "reorder %g, seed %lu", s.fault.drop, s.fault.dup, s.fault.reorder,
+        ucs_diag("%s: fault injection in the receive path: drop %g, duplicate %g, "
+                 "reorder %g, seed %lu", s.uc ? "uc_zv" : "ud_zv", s.fault.drop, s.fault.dup, s.fault.reorder,
                  s.fault.seed);
     }
     uint64_t tick     = std::min(s.rel.rto_init, s.rel.ack_delay) / 2;
@@ -584,14 +600,49 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
 
 // ---------------------------------------------------------------- shared
 
-bool parse_packet(const char *pkt, size_t len, parsed_pkt *out)
+bool deliver_data(ud_iface *iface, rx_conn *c, const ud_hdr &hdr, const char *,
+                  size_t body_len, iface::buffer *b, bool am)
 {
-    if (len < grh_len + sizeof(ud_hdr)) {
+    rel::receiver::verdict v = c->rx.on_data(hdr.psn, ucs_get_time());
+    owe_link(iface, c);
+    if (v == rel::receiver::verdict::duplicate) {
+        ++iface->dup_rx;
         return false;
     }
-    std::memcpy(&out->hdr, pkt + grh_len, sizeof(ud_hdr));
-    out->body     = pkt + grh_len + sizeof(ud_hdr);
-    out->body_len = len - grh_len - sizeof(ud_hdr);
+    if ((v == rel::receiver::verdict::gap) || (b == nullptr)) {
+        ++iface->gap_rx;
+        return false;
+    }
+    if (!am) {
+        return false; // a put: its data is in place, nothing to deliver
+    }
+    ucs_status_t status = uct_iface_invoke_am(&iface->super.super, hdr.am_id,
+                                              am_data(iface, b),
+                                              static_cast<unsigned>(body_len),
+                                              UCT_CB_PARAM_FLAG_DESC);
+    if (status == UCS_OK) {
+        return false;
+    }
+    // UCP keeps the data and releases it through release_rx().
+    char *desc = am_data(iface, b) - iface->rx_headroom;
+    *reinterpret_cast<uct_recv_desc_t **>(desc - sizeof(uct_recv_desc_t *)) =
+            &iface->release_desc.super;
+    return true;
+}
+
+bool parse_packet(const char *pkt, size_t len, parsed_pkt *out)
+{
+    return (len >= grh_len) && parse_hdr(pkt + grh_len, len - grh_len, out);
+}
+
+bool parse_hdr(const char *pkt, size_t len, parsed_pkt *out)
+{
+    if (len < sizeof(ud_hdr)) {
+        return false;
+    }
+    std::memcpy(&out->hdr, pkt, sizeof(ud_hdr));
+    out->body     = pkt + sizeof(ud_hdr);
+    out->body_len = len - sizeof(ud_hdr);
     if (out->hdr.magic != ud_hdr::magic_value) {
         return false;
     }
@@ -621,18 +672,28 @@ ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
     wr.wr_id            = reinterpret_cast<uintptr_t>(d);
     wr.sg_list          = d->sge;
     wr.num_sge          = d->num_sge;
-    wr.opcode           = IBV_WR_SEND;
+    wr.opcode           = static_cast<ibv_wr_opcode>(d->opcode);
     wr.send_flags       = IBV_SEND_SIGNALED;
     if ((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) {
         wr.send_flags |= IBV_SEND_INLINE;
     }
-    wr.wr.ud.ah          = ep->ah;
-    wr.wr.ud.remote_qpn  = ep->peer_qpn;
-    wr.wr.ud.remote_qkey = qkey;
+    ibv_qp *qp = iface->qp;
+    if (iface->uc) {
+        qp = ep->qp;
+        if (d->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+            wr.imm_data            = put_imm(d->pkt.psn);
+            wr.wr.rdma.remote_addr = d->remote_addr;
+            wr.wr.rdma.rkey        = d->rkey;
+        }
+    } else {
+        wr.wr.ud.ah          = ep->ah;
+        wr.wr.ud.remote_qpn  = ep->peer_qpn;
+        wr.wr.ud.remote_qkey = qkey;
+    }
     ibv_send_wr *bad;
-    int ret = ibv_post_send(iface->qp, &wr, &bad);
+    int ret = ibv_post_send(qp, &wr, &bad);
     if (__builtin_expect(ret != 0, 0)) {
-        ucs_debug("qp 0x%x: ibv_post_send() failed: %s", iface->qp->qp_num, strerror(ret));
+        ucs_debug("qp 0x%x: ibv_post_send() failed: %s", qp->qp_num, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
     ++d->in_flight;
@@ -640,8 +701,8 @@ ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
     return UCS_OK;
 }
 
-ucs_status_t send_ctl(ud_iface *iface, ibv_ah *ah, uint32_t qpn, const ud_hdr &hdr,
-                      const void *body, size_t body_len)
+ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
+                      const ud_hdr &hdr, const void *body, size_t body_len)
 {
     if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
         return UCS_ERR_NO_RESOURCE;
@@ -664,13 +725,15 @@ ucs_status_t send_ctl(ud_iface *iface, ibv_ah *ah, uint32_t qpn, const ud_hdr &h
     wr.num_sge           = 1;
     wr.opcode            = IBV_WR_SEND;
     wr.send_flags        = IBV_SEND_SIGNALED;
-    wr.wr.ud.ah          = ah;
-    wr.wr.ud.remote_qpn  = qpn;
-    wr.wr.ud.remote_qkey = qkey;
+    if (!iface->uc) {
+        wr.wr.ud.ah          = ah;
+        wr.wr.ud.remote_qpn  = qpn;
+        wr.wr.ud.remote_qkey = qkey;
+    }
     ibv_send_wr *bad;
-    int ret = ibv_post_send(iface->qp, &wr, &bad);
+    int ret = ibv_post_send(qp, &wr, &bad);
     if (ret != 0) {
-        ucs_debug("qp 0x%x: ibv_post_send(control) failed: %s", iface->qp->qp_num,
+        ucs_debug("qp 0x%x: ibv_post_send(control) failed: %s", qp->qp_num,
                   strerror(ret));
         iface::buffer_pool::put(b);
         return UCS_ERR_IO_ERROR;
@@ -832,13 +895,15 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
     if (iface == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    ucs_status_t status = iface::init(&iface->super, &ud_ops, &ud_internal_ops, md,
-                                      worker, params, config, settings.common);
+    ucs_status_t status = iface::init(&iface->super, settings.uc ? &uc_ops : &ud_ops,
+                                      &ud_internal_ops, md, worker, params, config,
+                                      settings.common);
     if (status != UCS_OK) {
         delete iface;
         return status;
     }
     iface->settings = settings;
+    iface->uc       = settings.uc;
     status          = create_resources(iface, params);
     if (status != UCS_OK) {
         destroy_resources(iface);
@@ -846,9 +911,10 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
         delete iface;
         return status;
     }
-    ucs_debug("%s:%u: ud_zv iface %p: qp 0x%x, %u receive buffers, max payload %u, "
+    ucs_debug("%s:%u: %s iface %p: qp 0x%x, %u receive buffers, max payload %u, "
               "max inline %u, window %u", iface->super.md->dev.name().c_str(),
-              iface->super.port->port_num, iface, iface->qp->qp_num, iface->rx_posted,
+              iface->super.port->port_num, settings.uc ? "uc_zv" : "ud_zv", iface,
+              settings.uc ? iface->conn.ud_qpn() : iface->qp->qp_num, iface->rx_posted,
               iface->max_payload, iface->max_inline, settings.rel.window);
     *iface_p = &iface->super.super.super;
     return UCS_OK;

@@ -4,6 +4,7 @@
 #define ZV_UD_UD_IFACE_H
 
 #include "iface/buffer_pool.h"
+#include "iface/conn.h"
 #include "iface/fault.h"
 #include "iface/zv_iface.h"
 #include "ud/rel.h"
@@ -11,6 +12,7 @@
 
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace zv::ud {
@@ -80,6 +82,13 @@ struct parsed_pkt {
 /// AM id, and the body length its type needs. No state is touched; the
 /// caller still checks that ids name live objects of the sending QP.
 [[nodiscard]] bool parse_packet(const char *pkt, size_t len, parsed_pkt *out);
+/// The same for a packet without GRH (uc_zv: SEND on a connected QP).
+[[nodiscard]] bool parse_hdr(const char *pkt, size_t len, parsed_pkt *out);
+
+/// uc_zv: immediate data of a put (RDMA WRITE with immediate): a marker
+/// bit and the psn; the receive completion is the put's reliable packet.
+constexpr uint32_t put_imm_flag = 0x80000000u;
+inline uint32_t put_imm(uint16_t psn) { return __builtin_bswap32(put_imm_flag | psn); }
 
 constexpr unsigned max_sge   = 4;  ///< header + up to 3 iov entries
 constexpr size_t   grh_len   = 40;
@@ -94,6 +103,11 @@ struct ud_settings {
     unsigned               max_inline;
     rel::settings          rel;
     iface::fault_settings  fault;
+    // uc_zv only (uc == true): connected UC queue pairs instead of one UD QP.
+    bool                   uc           = false;
+    unsigned               seg_size     = 0;  ///< largest active message
+    unsigned               max_write    = 0;  ///< largest RDMA write per packet
+    double                 conn_timeout = 0;  ///< seconds to connect
 };
 
 struct ud_ep;
@@ -112,6 +126,9 @@ struct tx_desc {
     uint16_t          in_flight; ///< posted work requests not completed
     bool              acked;
     uint8_t           num_sge;
+    uint8_t           opcode;      ///< IBV_WR_SEND, or RDMA_WRITE_WITH_IMM (uc_zv put)
+    uint32_t          rkey;        ///< put
+    uint64_t          remote_addr; ///< put
     ibv_sge           sge[max_sge];
 
     ud_hdr *hdr() { return reinterpret_cast<ud_hdr *>(this + 1); }
@@ -125,6 +142,7 @@ struct rx_conn {
     uint32_t           peer_qpn  = 0;
     iface::device_addr peer      = {};
     ibv_ah            *ah        = nullptr;
+    ibv_qp            *qp        = nullptr; ///< uc_zv: the passive queue pair
     rel::receiver      rx;
     ud_ep             *partner   = nullptr;
     rx_conn           *owe_next  = nullptr; ///< on the iface's list of owed acks
@@ -146,6 +164,15 @@ struct ud_iface {
     unsigned                 max_payload    = 0; ///< bytes after ud_hdr in one packet
     unsigned                 tx_outstanding = 0; ///< work requests posted
     size_t                   rx_headroom    = 0;
+    size_t                   rx_offset      = grh_len; ///< ud: GRH; uc: 0
+
+    // uc_zv: one SRQ, connections set up by the shared connection manager,
+    // packets matched to objects by the queue pair they arrive on.
+    bool                     uc   = false;
+    ibv_srq                 *srq  = nullptr;
+    iface::conn_manager      conn;
+    std::unordered_map<uint32_t, ud_ep *>   ep_by_qp;
+    std::unordered_map<uint32_t, rx_conn *> conn_by_qp;
 
     // Objects by id (index 0 unused: id 0 means "none").
     std::vector<ud_ep *>     eps;
@@ -163,6 +190,7 @@ struct ud_iface {
     rx_conn                 *owe_conns   = nullptr; ///< conns owing an ack
     std::vector<ud_ep *>     graveyard;  ///< destroyed eps with sends still posted
     bool                     in_progress = false; ///< inside progress(): defer frees
+    unsigned                 progress_count = 0;
     ucs_time_t               next_timer  = 0;
     ucs_time_t               timer_tick  = 0;
 
@@ -184,8 +212,14 @@ inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(
 
 // Shared between ud_iface.cc and ud_ep.cc.
 ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d);
-ucs_status_t send_ctl(ud_iface *iface, ibv_ah *ah, uint32_t qpn, const ud_hdr &hdr,
-                      const void *body, size_t body_len);
+/// Post a control packet (ACK, NAK, CREP, DISC) on 'qp' (ud: the iface QP
+/// with ah/qpn; uc: the connection's QP).
+ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
+                      const ud_hdr &hdr, const void *body, size_t body_len);
+/// A reliable packet (AM or, with am == false, a completed put) for 'c':
+/// the reliability verdict, then delivery. Returns true when UCP kept b.
+bool deliver_data(ud_iface *iface, rx_conn *c, const ud_hdr &hdr, const char *body,
+                  size_t body_len, iface::buffer *b, bool am);
 ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p);
 void release_desc(ud_iface *iface, tx_desc *d);
 void owe_link(ud_iface *iface, rx_conn *c);
@@ -196,6 +230,14 @@ unsigned check_timers(ud_iface *iface, ucs_time_t now);
 void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
                       const char *body, size_t body_len);
 void conn_free(ud_iface *iface, rx_conn *c);
+/// ACK, NAK, CREP or a piggybacked ack for a known endpoint.
+void ep_packet(ud_ep *ep, const ud_hdr &hdr, const char *body);
+
+// uc_zv (src/uc/uc.cc): its receive path, resources and operations.
+bool uc_handle(ud_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b);
+[[nodiscard]] ucs_status_t uc_create_resources(ud_iface *iface);
+/// The ud_zv ops with uc_zv's endpoint lifecycle, puts and query.
+uct_iface_ops_t uc_make_ops(uct_iface_ops_t ops);
 inline std::vector<uint8_t> gid_key(const iface::device_addr &a)
 {
     return std::vector<uint8_t>(a.gid, a.gid + sizeof(a.gid));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ud_zv at the UCT level: active messages exactly once and in order (also
-// under injected loss, duplication and reordering), pending, flush, many
+// ud_zv and uc_zv (the software-reliable transports) at the UCT level:
+// active messages exactly once and in order (also under injected loss,
+// duplication and reordering), uc_zv's puts, pending, flush, many
 // endpoints, and a dead peer becoming an endpoint error in bounded time.
 #include "test_util.h"
 #include "uct_fixture.h"
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace zv::test {
@@ -16,9 +18,17 @@ namespace {
 
 constexpr uint8_t am_id = 11;
 
-class ud_zv : public uct_test {
+/// Parameterised by transport name (and, for ud_zv_faults, a fault spec).
+class sw_rel : public uct_test {
 protected:
-    const char *tl_name() const override { return "ud_zv"; }
+    virtual std::string tl() const = 0;
+    const char *tl_name() const override
+    {
+        m_tl = tl();
+        return m_tl.c_str();
+    }
+    bool is_uc() const { return tl() == "uc_zv"; }
+    mutable std::string m_tl;
 
     uct_ep_h create_ep(uct_side &from, uct_side &to)
     {
@@ -146,7 +156,12 @@ bool send_ordered(uct_ep_h ep, unsigned count, size_t max_payload,
     return true;
 }
 
-TEST_F(ud_zv, advertises_what_it_implements)
+class ud_zv : public sw_rel, public ::testing::WithParamInterface<const char *> {
+protected:
+    std::string tl() const override { return GetParam(); }
+};
+
+TEST_P(ud_zv, advertises_what_it_implements)
 {
     const uint64_t f = m_a.attr.cap.flags;
     EXPECT_TRUE(f & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
@@ -155,16 +170,19 @@ TEST_F(ud_zv, advertises_what_it_implements)
     EXPECT_TRUE(f & UCT_IFACE_FLAG_AM_ZCOPY);
     EXPECT_TRUE(f & UCT_IFACE_FLAG_PENDING);
     EXPECT_TRUE(f & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
-    // UD has no RDMA and no atomics.
-    EXPECT_FALSE(f & (UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
-                      UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_BCOPY |
-                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_ATOMIC_DEVICE));
+    // UD has no RDMA; UC has RDMA WRITE only: no reads, no atomics.
+    const uint64_t put = UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                         UCT_IFACE_FLAG_PUT_ZCOPY;
+    EXPECT_EQ(is_uc() ? put : 0, f & put);
+    EXPECT_FALSE(f & (UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                      UCT_IFACE_FLAG_GET_SHORT | UCT_IFACE_FLAG_ATOMIC_DEVICE));
     EXPECT_EQ(0u, m_a.attr.ep_addr_len);
     EXPECT_EQ(3u, m_a.attr.iface_addr_len);
+    EXPECT_EQ(0u, m_a.attr.cap.event_flags); // retransmission needs progress
     EXPECT_GE(m_a.attr.cap.am.max_bcopy, 256u);
 }
 
-TEST_F(ud_zv, am_short_bcopy_zcopy_exactly_once_in_order)
+TEST_P(ud_zv, am_short_bcopy_zcopy_exactly_once_in_order)
 {
     ordered_sink sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, ordered_sink::handler,
@@ -207,13 +225,17 @@ TEST_F(ud_zv, am_short_bcopy_zcopy_exactly_once_in_order)
 
 /// Injected faults on both sides' receive paths (data one way, acks the
 /// other): every message exactly once, in order, data checked.
-class ud_zv_faults : public ud_zv,
-                     public ::testing::WithParamInterface<const char *> {};
+class ud_zv_faults
+    : public sw_rel,
+      public ::testing::WithParamInterface<std::tuple<const char *, const char *>> {
+protected:
+    std::string tl() const override { return std::get<0>(GetParam()); }
+};
 
 TEST_P(ud_zv_faults, every_message_exactly_once_in_order)
 {
     // "drop,dup,reorder" rates
-    std::string spec = GetParam();
+    std::string spec = std::get<1>(GetParam());
     std::string rates[3];
     for (int i = 0, pos = 0; i < 3; ++i) {
         size_t comma = spec.find(',', pos);
@@ -253,11 +275,13 @@ TEST_P(ud_zv_faults, every_message_exactly_once_in_order)
 }
 
 INSTANTIATE_TEST_SUITE_P(loss, ud_zv_faults,
-                         ::testing::Values("0.01,0,0", "0.05,0,0", "0,0.05,0",
-                                           "0,0,0.05", "0.01,0.01,0.01",
-                                           "0.05,0.05,0.05"));
+                         ::testing::Combine(::testing::Values("ud_zv", "uc_zv"),
+                                            ::testing::Values("0.01,0,0", "0.05,0,0",
+                                                              "0,0.05,0", "0,0,0.05",
+                                                              "0.01,0.01,0.01",
+                                                              "0.05,0.05,0.05")));
 
-TEST_F(ud_zv, pending_when_the_window_is_full_then_flush)
+TEST_P(ud_zv, pending_when_the_window_is_full_then_flush)
 {
     uct_side c;
     open_side(c, {{"WINDOW", "8"}});
@@ -312,7 +336,7 @@ TEST_F(ud_zv, pending_when_the_window_is_full_then_flush)
     close_side(c);
 }
 
-TEST_F(ud_zv, many_endpoints_in_one_process)
+TEST_P(ud_zv, many_endpoints_in_one_process)
 {
     am_sink sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_sink::handler, &sink, 0));
@@ -342,7 +366,7 @@ TEST_F(ud_zv, many_endpoints_in_one_process)
     }
 }
 
-TEST_F(ud_zv, dead_peer_is_an_endpoint_error_in_bounded_time)
+TEST_P(ud_zv, dead_peer_is_an_endpoint_error_in_bounded_time)
 {
     uct_side c, d;
     open_side(c, {{"TIMEOUT", "2s"}, {"RTO", "10ms"}, {"RTO_MAX", "200ms"}});
@@ -370,10 +394,11 @@ TEST_F(ud_zv, dead_peer_is_an_endpoint_error_in_bounded_time)
     close_side(c);
 }
 
-TEST_F(ud_zv, unanswered_connection_request_times_out)
+TEST_P(ud_zv, unanswered_connection_request_times_out)
 {
     uct_side c, d;
-    open_side(c, {{"TIMEOUT", "1s"}, {"RTO", "10ms"}, {"RTO_MAX", "100ms"}});
+    open_side(c, {{is_uc() ? "CONN_TIMEOUT" : "TIMEOUT", "1s"}, {"RTO", "10ms"},
+                  {"RTO_MAX", "100ms"}});
     open_side(d);
     std::vector<char> dev = d.dev_addr, addr = d.iface_addr;
     close_side(d); // an address nobody answers at
@@ -386,6 +411,86 @@ TEST_F(ud_zv, unanswered_connection_request_times_out)
     uct_ep_destroy(ep);
     close_side(c);
 }
+
+/// uc_zv puts: short, bcopy and zcopy up to MAX_WRITE, clean and with
+/// faults injected at the target (whose completions carry the psn): the
+/// target memory holds exactly the data of the last put to each place.
+class uc_zv_put
+    : public sw_rel,
+      public ::testing::WithParamInterface<const char *> {
+protected:
+    std::string tl() const override { return "uc_zv"; }
+};
+
+TEST_P(uc_zv_put, puts_land_whole_data_checked)
+{
+    std::string spec = GetParam();
+    std::string rates[3];
+    for (int i = 0, pos = 0; i < 3; ++i) {
+        size_t comma = spec.find(',', pos);
+        rates[i]     = spec.substr(pos, comma - pos);
+        pos          = static_cast<int>(comma + 1);
+    }
+    uct_side c, d;
+    const std::vector<std::pair<const char *, const char *>> cfg = {
+        {"FAULT_DROP", rates[0].c_str()}, {"FAULT_DUP", rates[1].c_str()},
+        {"FAULT_REORDER", rates[2].c_str()}, {"FAULT_SEED", "99"}, {"RTO", "5ms"}};
+    open_side(c, cfg);
+    open_side(d, cfg);
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    const size_t max = c.attr.cap.put.max_zcopy;
+    ASSERT_GE(max, 4096u);
+    region src = reg(max, UCT_MD_MEM_ACCESS_LOCAL_READ);
+    region dst = reg(max * 4, UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    std::vector<uint8_t> want(max * 4, 0);
+    unsigned round = 0;
+    for (size_t len : {size_t(1), size_t(8), size_t(100), size_t(1000), size_t(4096), max}) {
+        for (unsigned k = 0; k < 12; ++k, ++round) {
+            size_t off   = (round * 4099) % (max * 3);
+            uint64_t raddr = reinterpret_cast<uint64_t>(dst.addr) + off;
+            fill(src.addr, len, round);
+            std::memcpy(want.data() + off, src.addr, len);
+            ucs_status_t status;
+            counting_comp comp;
+            ASSERT_TRUE(run_until({&c, &d}, [&] {
+                if ((k % 3 == 0) && (len <= c.attr.cap.put.max_short)) {
+                    status = uct_ep_put_short(ep, src.addr, static_cast<unsigned>(len),
+                                              raddr, dst.rkey.rkey);
+                } else if (k % 3 == 1) {
+                    pack_arg a{src.addr, len};
+                    ssize_t r = uct_ep_put_bcopy(ep, pack_cb, &a, raddr, dst.rkey.rkey);
+                    status    = (r >= 0) ? UCS_OK : static_cast<ucs_status_t>(r);
+                } else {
+                    uct_iov_t iov = {src.addr, len, src.memh, 0, 1};
+                    status = uct_ep_put_zcopy(ep, &iov, 1, raddr, dst.rkey.rkey, &comp.super);
+                }
+                return status != UCS_ERR_NO_RESOURCE;
+            }));
+            ASSERT_FALSE(UCS_STATUS_IS_ERR(status)) << ucs_status_string(status);
+            // The source buffer is reused: wait for this put to be acknowledged.
+            ASSERT_TRUE(run_until({&c, &d}, [&] {
+                return uct_ep_flush(ep, 0, nullptr) == UCS_OK;
+            })) << "put " << round << " of " << len << " B never acknowledged";
+            if (status == UCS_INPROGRESS) {
+                EXPECT_EQ(1, comp.done);
+                EXPECT_EQ(UCS_OK, comp.status);
+            }
+        }
+    }
+    EXPECT_EQ(0, std::memcmp(dst.addr, want.data(), want.size())) << "target memory differs";
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+    dereg(src);
+    dereg(dst);
+    close_side(c);
+    close_side(d);
+}
+
+INSTANTIATE_TEST_SUITE_P(clean_and_lossy, uc_zv_put,
+                         ::testing::Values("0,0,0", "0.05,0.05,0.05"));
+
+INSTANTIATE_TEST_SUITE_P(tl, ud_zv, ::testing::Values("ud_zv", "uc_zv"));
 
 } // namespace
 } // namespace zv::test

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// uc_zv: Unreliable Connected queue pairs under ud_zv's software reliability.
+#include "ud/ud_ep.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <arpa/inet.h>
+#include <cstring>
+#include <new>
+
+namespace zv::ud {
+
+/*
+ * uc_zv is ud_zv's reliability (src/ud/rel.h: sequence numbers, window,
+ * acks, retransmission, peer timeout) carried by one UC queue pair per
+ * connection instead of one UD queue pair per interface. Connections are
+ * set up by the connection manager rc_zv uses (src/iface/conn.h): an
+ * endpoint's UC QP sends, the passive UC QP the peer creates for it
+ * receives (into the peer's SRQ) and sends the acknowledgements back.
+ * Packets are matched to their connection by the QP they arrive on.
+ *
+ * Active messages are SENDs with ud_hdr in front. A put is an RDMA WRITE
+ * with immediate data: UC drops a message that lost any packet, and the
+ * immediate's receive completion exists only for a message that arrived
+ * whole, so that completion (carrying the psn) is the put's reliable
+ * packet. A put whose completion is dropped is written again when the
+ * window goes back; writes are replayed in order, so the target ends with
+ * the data of the last put, as if nothing was lost.
+ */
+
+namespace {
+
+uct_iface_query_func_t ud_query = nullptr;
+
+constexpr int passive_access = IBV_ACCESS_REMOTE_WRITE;
+
+ucs_status_t create_uc_qp(ud_iface *iface, ibv_qp **qp_p)
+{
+    verbs::connected_qp_params p;
+    p.type         = IBV_QPT_UC;
+    p.max_send_wr  = iface->super.settings.tx_queue_len;
+    p.max_send_sge = max_sge;
+    p.max_inline   = iface->settings.max_inline;
+    p.send_cq      = iface->send_cq;
+    p.recv_cq      = iface->recv_cq;
+    p.srq          = iface->srq;
+    unsigned inl;
+    return verbs::create_connected_qp(iface->super.md->dev, p, qp_p, &inl);
+}
+
+verbs::remote_port to_remote(const iface::device_addr &a)
+{
+    verbs::remote_port rp;
+    rp.is_roce = (a.flags & 1) != 0;
+    rp.lid     = a.lid;
+    std::memcpy(rp.gid.raw, a.gid, sizeof(rp.gid.raw));
+    return rp;
+}
+
+ud_ep *ep_by_id(ud_iface *iface, uint64_t id)
+{
+    uint32_t idx = static_cast<uint32_t>(id) & id_index_mask;
+    ud_ep *ep    = (idx < iface->eps.size()) ? iface->eps[idx] : nullptr;
+    return ((ep != nullptr) && (ep->id == id)) ? ep : nullptr;
+}
+
+// ---------------------------------------------------------------- connections
+
+ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t peer_qpn,
+                            ibv_qp **qp_p)
+{
+    auto *iface = static_cast<ud_iface *>(arg);
+    ibv_qp *qp;
+    ucs_status_t status = create_uc_qp(iface, &qp);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn, passive_access,
+                               verbs::rc_timing{});
+    auto *c = (status == UCS_OK) ? new (std::nothrow) rx_conn{} : nullptr;
+    if (c == nullptr) {
+        verbs::destroy_qp(qp);
+        return (status == UCS_OK) ? UCS_ERR_NO_MEMORY : status;
+    }
+    c->qp       = qp;
+    c->peer_qpn = peer_qpn;
+    c->rx.init(&iface->settings.rel);
+    if (iface->free_conns.empty()) {
+        c->id = static_cast<uint32_t>(iface->conns.size());
+        iface->conns.push_back(c);
+        iface->conn_gen.push_back(0);
+    } else {
+        c->id = iface->free_conns.back();
+        iface->free_conns.pop_back();
+        iface->conns[c->id] = c;
+        c->id |= static_cast<uint32_t>(iface->conn_gen[c->id]) << id_bits;
+    }
+    iface->conn_by_qp[qp->qp_num] = c;
+    *qp_p = qp;
+    return UCS_OK;
+}
+
+void passive_released(void *arg, ibv_qp *qp)
+{
+    auto *iface = static_cast<ud_iface *>(arg);
+    auto it     = iface->conn_by_qp.find(qp->qp_num);
+    if (it != iface->conn_by_qp.end()) {
+        rx_conn *c = it->second;
+        iface->conn_by_qp.erase(it);
+        conn_free(iface, c);
+    }
+}
+
+void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
+{
+    auto *iface = static_cast<ud_iface *>(arg);
+    ud_ep *ep   = ep_by_id(iface, conn_id);
+    if ((ep == nullptr) || (ep->st != ud_ep::state::connecting)) {
+        return;
+    }
+    ucs_status_t status = verbs::connect_qp(ep->qp, *iface->super.port,
+                                            to_remote(ep->peer), peer_qpn,
+                                            passive_access, verbs::rc_timing{});
+    if (status != UCS_OK) {
+        ep_fail(ep, status);
+        return;
+    }
+    ep->st        = ud_ep::state::connected;
+    ep->peer_conn = peer_qpn; // also says "the QP left RESET"
+    if (!ep->pending.empty() && !ep->on_pending) {
+        ep->on_pending     = true;
+        ep->pending_next   = iface->pending_eps;
+        iface->pending_eps = ep;
+    }
+}
+
+void connection_timed_out(void *arg, uint64_t conn_id)
+{
+    ud_ep *ep = ep_by_id(static_cast<ud_iface *>(arg), conn_id);
+    if (ep != nullptr) {
+        ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+    }
+}
+
+// ---------------------------------------------------------------- endpoint
+
+ucs_status_t uc_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
+{
+    ud_ep *ep;
+    ucs_status_t status = ep_new(params, &ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ud_iface *iface = ep->iface;
+    status          = create_uc_qp(iface, &ep->qp);
+    if (status != UCS_OK) {
+        delete ep;
+        return status;
+    }
+    ep_register(ep);
+    iface->ep_by_qp[ep->qp->qp_num] = ep;
+    status = iface->conn.start(ep->id, ep->peer, ep->peer_qpn, ep->qp->qp_num);
+    if (status != UCS_OK) {
+        iface->ep_by_qp.erase(ep->qp->qp_num);
+        ep_release(ep);
+        return status;
+    }
+    *ep_p = &ep->super.super;
+    return UCS_OK;
+}
+
+void uc_ep_destroy(uct_ep_h uct_ep)
+{
+    ud_ep *ep       = to_ep(uct_ep);
+    ud_iface *iface = ep->iface;
+    if (ep->st == ud_ep::state::connecting) {
+        iface->conn.stop(ep->id);
+    } else {
+        iface->conn.disconnect(ep->id, ep->peer, ep->peer_qpn);
+    }
+    iface->ep_by_qp.erase(ep->qp->qp_num);
+    // Flush what is still posted: its completions release the descriptors
+    // before the QP is destroyed with the endpoint. A QP that never left
+    // RESET has nothing posted.
+    if (ep->peer_conn != 0) {
+        verbs::qp_to_error(ep->qp);
+    }
+    ep_release(ep);
+}
+
+ucs_status_t uc_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
+{
+    ucs_status_t status = ud_query(uct_iface, attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ud_iface *iface       = to_ud(uct_iface);
+    const unsigned write  = iface->settings.max_write;
+    attr->cap.flags      |= UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                            UCT_IFACE_FLAG_PUT_ZCOPY;
+    attr->cap.put.max_short       = write;
+    attr->cap.put.max_bcopy       = write;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = write;
+    attr->cap.put.max_iov         = max_sge;
+    attr->cap.put.opt_zcopy_align = 512;
+    attr->cap.put.align_mtu       = iface->super.port->mtu_bytes;
+    return UCS_OK;
+}
+
+} // namespace
+
+bool uc_handle(ud_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
+{
+    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        uint32_t imm = ntohl(wc.imm_data);
+        auto it      = iface->conn_by_qp.find(wc.qp_num);
+        if (((imm & ~(put_imm_flag | 0xffffu)) != 0) || !(imm & put_imm_flag) ||
+            (it == iface->conn_by_qp.end())) {
+            ++iface->bad_rx;
+            return false;
+        }
+        ud_hdr h = {};
+        h.psn    = static_cast<uint16_t>(imm);
+        return deliver_data(iface, it->second, h, nullptr, 0, b, false);
+    }
+    parsed_pkt p;
+    if ((wc.opcode != IBV_WC_RECV) || (wc.wc_flags & IBV_WC_WITH_IMM) ||
+        !parse_hdr(pkt, wc.byte_len, &p)) {
+        ++iface->bad_rx;
+        return false;
+    }
+    switch (p.hdr.type) {
+    case ud_hdr::data: {
+        auto it = iface->conn_by_qp.find(wc.qp_num);
+        if (it == iface->conn_by_qp.end()) {
+            ++iface->bad_rx;
+            return false;
+        }
+        return deliver_data(iface, it->second, p.hdr, p.body, p.body_len, b, true);
+    }
+    case ud_hdr::ack:
+    case ud_hdr::nak: {
+        auto it = iface->ep_by_qp.find(wc.qp_num);
+        if ((it == iface->ep_by_qp.end()) ||
+            (it->second->st != ud_ep::state::connected)) {
+            ++iface->bad_rx;
+            return false;
+        }
+        ep_packet(it->second, p.hdr, p.body);
+        return false;
+    }
+    default:
+        ++iface->bad_rx; // no CREQ/CREP/DISC on connected queue pairs
+        return false;
+    }
+}
+
+ucs_status_t uc_create_resources(ud_iface *iface)
+{
+    const verbs::device &dev = iface->super.md->dev;
+    ibv_srq_init_attr srq_attr = {};
+    srq_attr.attr.max_wr       = iface->super.settings.rx_queue_len;
+    srq_attr.attr.max_sge      = 1;
+    iface->srq = ibv_create_srq(dev.pd(), &srq_attr);
+    if (iface->srq == nullptr) {
+        ucs_error("%s: ibv_create_srq(max_wr=%u) failed: %m", dev.name().c_str(),
+                  iface->super.settings.rx_queue_len);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    // Probe the inline size the device grants with a throw-away QP.
+    ibv_qp *probe;
+    verbs::connected_qp_params p;
+    p.type         = IBV_QPT_UC;
+    p.max_send_wr  = iface->super.settings.tx_queue_len;
+    p.max_send_sge = max_sge;
+    p.max_inline   = iface->settings.max_inline;
+    p.send_cq      = iface->send_cq;
+    p.recv_cq      = iface->recv_cq;
+    p.srq          = iface->srq;
+    ucs_status_t status = verbs::create_connected_qp(dev, p, &probe, &iface->max_inline);
+    if (status != UCS_OK) {
+        return status;
+    }
+    verbs::destroy_qp(probe);
+    iface::conn_callbacks cb = {iface, accept_passive, connection_established,
+                                connection_timed_out, passive_released};
+    return iface->conn.init(&iface->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
+                            nullptr);
+}
+
+uct_iface_ops_t uc_make_ops(uct_iface_ops_t ops)
+{
+    ud_query           = ops.iface_query;
+    ops.iface_query    = uc_query;
+    ops.ep_create      = uc_ep_create;
+    ops.ep_destroy     = uc_ep_destroy;
+    fill_put_ops(&ops);
+    return ops;
+}
+
+} // namespace zv::ud

@@ -1,0 +1,135 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# MPI suite of the device tier, over every zv transport the module offers:
+# the mpi-tests programs (bi-directional and multi-pair bandwidth, fresh
+# buffers, collectives, MPI one-sided over osc ucx, the registration-cache
+# stress under each monitor) and three unmodified Debian MPI applications
+# with their own correctness checks (hpcc's Success flag, LAMMPS melt thermo
+# output equal to a reference run over shared memory, NetPIPE's integrity
+# mode). Short versions, sized for CI in the emulated VM.
+#
+# usage: sourced by device-tests.sh after `make install` (uses its check(),
+#        $b, $s, $dev, $tmp and counts into its pass/fail), or standalone on
+#        the device:  ZV_BUILDDIR=B ZV_SRCDIR=S test/device/mpi-suite.sh
+#        (installs the build first; prints its own totals).
+# Environment: ZV_MPI_TLS (default "rc_zv ud_zv uc_zv": transports to try;
+# one not offered by the module is printed as "not landed", not counted).
+if ! declare -F check > /dev/null; then      # standalone
+    set -u
+    b=${ZV_BUILDDIR:?}; s=${ZV_SRCDIR:?}
+    pass=0; fail=0
+    check() { local name=$1; shift
+        if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
+    make -C "$b" install > "$tmp/install.log" 2>&1 || { tail "$tmp/install.log"; exit 1; }
+    ldconfig
+    ms_standalone=1
+fi
+
+ms_start=$(date +%s)
+ms_dir=$tmp/mpi-suite; mkdir -p "$ms_dir"
+ms_mod=$b/.libs/libuct_zv.so.0
+ms_t=$b/mpi-tests
+LD_PRELOAD=$ms_mod ucx_info -d > "$ms_dir/tls" 2>&1
+
+# mpirun over one zv transport; UCX_TLS without sm, so ranks on one host
+# talk through the device.
+ms_run() { # tl nranks mpirun-and-program-args...
+    local tl=$1 np=$2; shift 2
+    local over=()
+    [ "$np" -le "$(nproc)" ] || over=(--oversubscribe)   # correctness only, never timed
+    timeout 600 mpirun --allow-run-as-root -np "$np" "${over[@]}" --mca pml ucx \
+        --mca pml_ucx_tls "$tl" --mca pml_ucx_devices "$dev" \
+        -x UCX_TLS="$tl,self" -x UCX_NET_DEVICES="$dev:1" "$@"
+}
+# ms_prog NAME TL NP [mpirun args] -- PROGRAM ARGS: run, show the tail, check.
+ms_prog() {
+    local name=$1 tl=$2 np=$3 rc; shift 3
+    ms_run "$tl" "$np" "$@" > "$ms_dir/out" 2>&1; rc=$?
+    tail -n 2 "$ms_dir/out"
+    [ $rc = 0 ] || tail -n 15 "$ms_dir/out"
+    check "MPI $name over $tl ($np ranks)" test $rc = 0
+}
+
+# ---- the reference LAMMPS run: same input, same 2 ranks, shared memory
+ms_lmp_args=(-in "$s/mpi-tests/apps/in.melt" -var cells 6 -var steps 100 -log none -echo none)
+ms_thermo() { awk '/^ *Step /{f=1} /^Loop time/{f=0} f' "$1"; }
+(cd "$ms_dir" && timeout 600 mpirun --allow-run-as-root -np 2 --mca pml ob1 \
+    --mca btl self,vader lmp "${ms_lmp_args[@]}") > "$ms_dir/lmp.ref" 2>&1
+ms_thermo "$ms_dir/lmp.ref" > "$ms_dir/thermo.ref"
+cat "$ms_dir/thermo.ref"
+check "LAMMPS melt reference run (ob1, shared memory)" test "$(wc -l < "$ms_dir/thermo.ref")" -ge 5
+
+for ms_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
+    if ! grep -q "Transport: $ms_tl\$" "$ms_dir/tls"; then
+        echo "SKIP: $ms_tl not landed (the module does not offer it)"
+        continue
+    fi
+    ms_t0=$(date +%s)
+    echo "---- MPI suite over $ms_tl"
+    # point to point beyond device-tests.sh's lat/bw: bibw, 2 pairs, fresh
+    ms_prog "bibw 1 B..4 MiB validated" "$ms_tl" 2 -- "$ms_t/zv_osu" -t bibw -S 4194304 -i 10
+    ms_prog "multi-pair bw 1 B..1 MiB validated" "$ms_tl" 4 -- "$ms_t/zv_osu" -t bw -S 1048576 -i 4
+    ms_prog "lat with a fresh buffer every iteration" "$ms_tl" 2 -- \
+        "$ms_t/zv_osu" -t lat -S 4194304 -i 10 -F
+    # collectives, 4 ranks (tree/pairwise algorithms, not just 2-rank cases)
+    for ms_c in allreduce alltoall bcast; do
+        ms_prog "$ms_c validated" "$ms_tl" 4 -- "$ms_t/zv_coll" -t $ms_c -S 1048576 -i 4
+    done
+    # one-sided over UCX (Debian disables osc ucx unless asked for)
+    for ms_r in put get acc; do
+        for ms_m in fence lock; do
+            ms_prog "one-sided $ms_r ($ms_m) 1 B..4 MiB validated" "$ms_tl" 2 --mca osc ucx -- \
+                "$ms_t/zv_rma" -t $ms_r -m $ms_m -S 4194304 -i 5
+        done
+    done
+    # registration cache stress: the kernel notifier and cache-off must be
+    # clean in every mode; the intercept (ucm) cannot see direct system
+    # calls by design, so only its libc modes are asserted.
+    for ms_mon in uffd ucm none; do
+        ms_run "$ms_tl" 2 -x UCX_ZV_RCACHE_MONITOR=$ms_mon "$ms_t/zv_cache_stress" -n 4 \
+            > "$ms_dir/cs" 2>&1; ms_rc=$?
+        grep -vE '^-+$|^$' "$ms_dir/cs" | head -n 8 | sed "s/^/  [$ms_mon] /"
+        if [ $ms_mon = ucm ]; then
+            ms_bad=$(awk '/^(reuse|free\+malloc|munmap\+mmap|realloc)/ {s += $NF; n++}
+                          END {print (n == 4 ? s : "missing")}' "$ms_dir/cs")
+            check "MPI cache stress over $ms_tl, monitor ucm: libc modes clean" test "$ms_bad" = 0
+        else
+            check "MPI cache stress over $ms_tl, monitor $ms_mon: nothing stale" test $ms_rc = 0
+        fi
+    done
+
+    # ---- unmodified applications
+    # hpcc: HPL, PTRANS, FFT, RandomAccess, STREAM, DGEMM, b_eff at N=200
+    mkdir -p "$ms_dir/hpcc.$ms_tl"
+    sed 's/N_HERE/200/' "$s/mpi-tests/apps/hpccinf.txt" > "$ms_dir/hpcc.$ms_tl/hpccinf.txt"
+    (cd "$ms_dir/hpcc.$ms_tl" && ms_run "$ms_tl" 2 hpcc) > "$ms_dir/hpcc.log" 2>&1; ms_rc=$?
+    ms_f=$ms_dir/hpcc.$ms_tl/hpccoutf.txt
+    grep -E '^(Success|HPL_Tflops|PTRANS_residual|MPIRandomAccess_Errors|MPIFFT_maxErr)=' "$ms_f" 2>/dev/null | tr '\n' ' '; echo
+    check "hpcc over $ms_tl: exit 0, Success=1, no failed residual checks, no RandomAccess errors" \
+        bash -c "test $ms_rc = 0 && grep -q '^Success=1\$' '$ms_f' &&
+                 ! grep -qE '^ *[1-9][0-9]* tests? completed and failed' '$ms_f' &&
+                 ! grep -qE '^MPIRandomAccess(_LCG)?_Errors=[^0]' '$ms_f'"
+    # LAMMPS: thermo output identical to the reference (same input, same
+    # rank count, same decomposition: the transport only moves bytes)
+    (cd "$ms_dir" && ms_run "$ms_tl" 2 lmp "${ms_lmp_args[@]}") > "$ms_dir/lmp.$ms_tl" 2>&1; ms_rc=$?
+    ms_thermo "$ms_dir/lmp.$ms_tl" > "$ms_dir/thermo.$ms_tl"
+    diff "$ms_dir/thermo.ref" "$ms_dir/thermo.$ms_tl" | head -n 6
+    check "LAMMPS melt over $ms_tl: thermo output identical to the reference" \
+        bash -c "test $ms_rc = 0 && test -s '$ms_dir/thermo.$ms_tl' && cmp -s '$ms_dir/thermo.ref' '$ms_dir/thermo.$ms_tl'"
+    # NetPIPE integrity mode: every size (with +-3 B perturbations) checked
+    (cd "$ms_dir" && ms_run "$ms_tl" 2 NPopenmpi -i -n 5 -u 1048576 -o /dev/null) \
+        > "$ms_dir/np.log" 2>&1; ms_rc=$?
+    ms_ok=$(grep -c 'Integrity check passed' "$ms_dir/np.log")
+    ms_bad=$(grep -c 'Integrity check failed' "$ms_dir/np.log")
+    echo "NetPIPE: $ms_ok sizes passed, $ms_bad failed"
+    check "NetPIPE integrity (-i) 1 B..1 MiB over $ms_tl" \
+        test $ms_rc = 0 -a "$ms_ok" -ge 30 -a "$ms_bad" = 0
+    echo "---- $ms_tl: $(( $(date +%s) - ms_t0 )) s"
+done
+echo "mpi-suite: $(( $(date +%s) - ms_start )) s"
+if [ -n "${ms_standalone:-}" ]; then
+    echo "mpi-suite: $pass passed, $fail failed"
+    [ $fail = 0 ]
+fi

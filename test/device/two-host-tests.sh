@@ -1,0 +1,318 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Two-host stage of the device tier: MPI across two Soft-RoCE VMs joined by a virtual wire (contrib/vm/run2.sh), clean, with loss, and with a peer killed.
+#
+# Usage: two-host-tests.sh            on the host (run-tier.sh runs it)
+#        two-host-tests.sh --guest    inside zv-a (run2.sh starts it)
+#
+# On the host: run2.sh's own checks (exit status and arguments, timeout,
+# SIGTERM, no qemu left behind), then one two-VM boot that runs the guest
+# part. The guest part: names, ssh, rxe0 and its GID on both VMs, make
+# install on both, one rank per VM, then for each transport validated
+# ping-pong and bandwidth (zv_osu checks every receive) clean and with
+# netem loss on both NICs, rxe hardware counters on both VMs proving the
+# traffic crossed the wire; last, VM b is killed mid-transfer and mpirun
+# on zv-a must fail within a bounded time.
+#
+# Environment: ZV_BUILDDIR, ZV_SRCDIR (as device-tests.sh);
+#   ZV_TWO_HOST_TLS    transports to run (default: rc_verbs and every *_zv
+#                      transport ucx_info lists on rxe0)
+#   ZV_TWO_HOST_FULL=1 the long run: sizes to 4 MiB, more iterations,
+#                      2 % loss, reordering and duplication too (tens of minutes)
+#   ZV_TWO_HOST_TIMEOUT  the two-VM boot's limit (default 900 s, 3600 s full)
+# Prints "ok   - ..." / "FAIL - ..." / "skip - ..." lines and ends with
+# "two-host: N passed, M failed, K skipped"; exit status 1 on any failure.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+full=${ZV_TWO_HOST_FULL:-0}
+pass=0 fail=0 skip=0
+ok()   { pass=$((pass + 1)); echo "ok   - $*"; }
+bad()  { fail=$((fail + 1)); echo "FAIL - $*"; }
+skip() { skip=$((skip + 1)); echo "skip - $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# ============================================================== guest part
+guest() {
+    local b=${ZV_BUILDDIR:?} tmp
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    local mod=$b/.libs/libuct_zv.so.0 peer=zv-b t
+    echo "== two hosts: $(hostname) and $peer"
+    check "hostname is zv-a" [ "$(hostname)" = zv-a ]
+    check "ssh $peer: hostname is $peer" [ "$(ssh $peer hostname 2>&1)" = $peer ]
+    check "ssh from $peer back to zv-a" [ "$(ssh $peer ssh zv-a hostname 2>&1)" = zv-a ]
+    check "ulimit -l unlimited in ssh sessions" [ "$(ssh $peer 'ulimit -l')" = unlimited ]
+    local h ip idx
+    for h in zv-a $peer; do
+        ssh "$h" 'p=/sys/class/infiniband/rxe0/ports/1; ip=$(getent hosts $(hostname) | cut -d" " -f1)
+            echo "state=$(cat $p/state | cut -d" " -f2)"
+            for g in $p/gids/*; do
+                i=${g##*/}
+                [ "$(cat $g)" = "0000:0000:0000:0000:0000:ffff:$(printf "%02x%02x:%02x%02x" $(echo $ip | tr . " "))" ] &&
+                    echo "gid=$i $(cat $p/gid_attrs/types/$i 2>/dev/null | tr " " _)"
+            done; echo "ip=$ip"' >"$tmp/port.$h" 2>&1
+        check "$h: rxe0 port 1 ACTIVE" grep -qx 'state=ACTIVE' "$tmp/port.$h"
+        idx=$(sed -n 's/^gid=\([0-9]*\) .*/\1/p' "$tmp/port.$h" | head -n1)
+        ip=$(sed -n 's/^ip=//p' "$tmp/port.$h")
+        echo "   $h: ::ffff:$ip is GID index ${idx:-none} ($(sed -n 's/^gid=[0-9]* //p' "$tmp/port.$h" | head -n1))"
+        check "$h: a RoCE v2 GID holds ::ffff:$ip" grep -q '^gid=[0-9]* RoCE_v2' "$tmp/port.$h"
+    done
+    idx=$(sed -n 's/^gid=\([0-9]*\) .*/\1/p' "$tmp/port.zv-a" | head -n1)
+    LD_PRELOAD=$mod UCX_LOG_LEVEL=debug ucx_info -d 2>&1 | grep 'zv_md.cc.*rxe0:1' >"$tmp/md" || true
+    check "zv md picks GID index ${idx:-?} by itself (UCX_ZV_GID_INDEX=auto)" grep -q "gid\[${idx:-x}\]" "$tmp/md"
+
+    # ---- zverbs' Open MPI component on both VMs (each root is its own
+    # overlay). One after the other: both write the same build tree.
+    t=$(now)
+    if make -C "$b" install >"$tmp/install.a" 2>&1 && ldconfig &&
+       ssh $peer "make -C '$b' install && ldconfig" >"$tmp/install.b" 2>&1; then
+        ok "make install on zv-a and $peer ($(since "$t") s)"
+    else
+        tail -n 20 "$tmp/install.a" "$tmp/install.b" 2>/dev/null
+        bad "make install on zv-a and $peer"
+        return
+    fi
+    check "$peer: ompi_info lists MCA rcache: zverbs" \
+        sh -c "ssh $peer ompi_info 2>&1 | grep -q 'MCA rcache: zverbs'"
+
+    local mpirun=(mpirun --allow-run-as-root -np 2 --host zv-a,$peer)
+    "${mpirun[@]}" hostname >"$tmp/where" 2>&1
+    check "mpirun -np 2 --host zv-a,$peer: one rank on each VM" \
+        [ "$(sort "$tmp/where" | tr '\n' ' ')" = "zv-a $peer " ]
+
+    # ---- transports: the mpirun arguments that select each (one line each)
+    local tls
+    if [ -n "${ZV_TWO_HOST_TLS:-}" ]; then
+        tls=$ZV_TWO_HOST_TLS
+    else
+        tls="rc_verbs $(LD_PRELOAD=$mod ucx_info -d 2>/dev/null |
+                        awk '$(NF-1) == "Transport:" && $NF ~ /_zv$/ {print $NF}' | sort -u | tr '\n' ' ')"
+    fi
+    echo "== transports: $tls"
+    tl_args() {
+        case $1 in
+            rc_verbs) echo "--mca pml_ucx_tls rc_verbs -x UCX_TLS=rc_verbs,ud_verbs,self
+                            -x UCX_UD_VERBS_ETH_DGID_CHECK=n" ;;
+            *_zv)     echo "--mca pml_ucx_tls $1 -x UCX_TLS=$1,self" ;;
+            *)        return 1 ;;
+        esac
+    }
+
+    # CI: every mpirun costs ~10 s to start under emulation, so few runs:
+    # ping-pong and bandwidth clean, bandwidth with 1 % loss.
+    local lat_max=4096 lat_iters=50 bw_max=1048576 bw_iters=10 limit=120
+    local losses="1%" loss_tests=bw loss_lat_max=1024 loss_bw_max=65536 loss_iters=20
+    if [ "$full" = 1 ]; then
+        lat_max=65536 lat_iters=500 bw_max=4194304 bw_iters=50 limit=900
+        losses="1% 2%" loss_tests="lat bw" loss_lat_max=65536 loss_bw_max=4194304 loss_iters=50
+    fi
+
+    counters() { # -> "a_sent a_rcvd b_sent b_rcvd"
+        local c=/sys/class/infiniband/rxe0/ports/1/hw_counters
+        echo "$(cat $c/sent_pkts) $(cat $c/rcvd_pkts) $(ssh $peer "cat $c/sent_pkts $c/rcvd_pkts" | tr '\n' ' ')"
+    }
+    # osu NAME TL TEST MIN MAX ITERS: validated zv_osu across the wire; the
+    # counter deltas land in $tmp/NAME.cnt.
+    osu() {
+        local name=$1 tl=$2 test=$3 min=$4 max=$5 iters=$6 rc c0 c1 t
+        # shellcheck disable=SC2046  # tl_args prints words
+        c0=$(counters); t=$(now)
+        timeout -k 10 $limit "${mpirun[@]}" --mca pml ucx --mca pml_ucx_devices rxe0 \
+            -x UCX_NET_DEVICES=rxe0:1 $(tl_args "$tl") \
+            "$b/mpi-tests/zv_osu" -t "$test" -s "$min" -S "$max" -i "$iters" -q \
+            >"$tmp/$name" 2>"$tmp/$name.err"
+        rc=$?
+        c1=$(counters)
+        echo "$c0 $c1" | awk '{print $5-$1, $6-$2, $7-$3, $8-$4}' >"$tmp/$name.cnt"
+        echo "   $name: $(since "$t") s, exit $rc, packets a->b $(awk '{print $1 "/" $4}' "$tmp/$name.cnt")" \
+             "b->a $(awk '{print $3 "/" $2}' "$tmp/$name.cnt") (sent/received)"
+        [ $rc = 0 ] || { tail -n 5 "$tmp/$name.err"; [ $rc != 124 ] || echo "   (timed out after $limit s)"; }
+        return $rc
+    }
+    # The first and last figures of a run: "size value errors" lines.
+    figures() { awk -v u="$2" 'NF == 3 { l = $1 " B " $2 " " u } NF == 3 && !f { f = l } END { print f "; " l }' "$1"; }
+    crossed() { # NAME MIN_PACKETS: both directions carried traffic, counted on both ends
+        awk -v m="$2" '{ exit !($1 >= m && $4 >= m && $3 >= m && $2 >= m) }' "$tmp/$1.cnt"
+    }
+
+    local tl test loss name rc
+    for tl in $tls; do
+        tl_args "$tl" >/dev/null || { skip "$tl: no mpirun arguments known for it"; continue; }
+        echo "== $tl, clean wire"
+        for test in lat bw; do
+            name=$tl.$test.clean
+            rc=0
+            if [ $test = lat ]; then osu $name $tl lat 1 $lat_max $lat_iters || rc=$?
+            else osu $name $tl bw 1 $bw_max $bw_iters || rc=$?; fi
+            check "$tl $test across the wire, data validated" [ $rc = 0 ]
+            echo "   $(figures "$tmp/$name" $([ $test = lat ] && echo us || echo MB/s))"
+            check "$tl $test: rxe counters on both VMs show the traffic crossed (>= 100 packets each way)" \
+                crossed $name 100
+            check "$tl $test: lossless wire, every packet sent arrived" \
+                awk '{ exit !($1 == $4 && $3 == $2) }' "$tmp/$name.cnt"
+        done
+        for loss in $losses; do
+            echo "== $tl, $loss loss on both NICs"
+            zv-wire both loss "$loss" || bad "zv-wire both loss $loss"
+            for test in $loss_tests; do
+                name=$tl.$test.loss$loss
+                rc=0
+                if [ $test = lat ]; then osu $name $tl lat 1 $loss_lat_max $loss_iters || rc=$?
+                else osu $name $tl bw 1 $loss_bw_max $loss_iters || rc=$?; fi
+                check "$tl $test with $loss loss, data validated" [ $rc = 0 ]
+                echo "   $(figures "$tmp/$name" $([ $test = lat ] && echo us || echo MB/s))"
+                check "$tl $test with $loss loss: packets were lost and recovered" \
+                    awk '{ exit !($1 > $4 || $3 > $2) }' "$tmp/$name.cnt"
+            done
+            zv-wire both show | sed 's/^/   /' | cut -c1-160
+            zv-wire both clear
+        done
+    done
+
+    # ---- the peer dies mid-transfer: the survivor must fail, in bounded time
+    local ktl=rc_zv bound=60 rc mp
+    case " $tls " in *" rc_zv "*) ;; *) ktl=${tls%% *} ;; esac
+    echo "== $peer killed during a $ktl bandwidth run"
+    c0=$(counters)
+    t=$(now)
+    # shellcheck disable=SC2046
+    timeout -k 10 300 "${mpirun[@]}" --mca pml ucx --mca pml_ucx_devices rxe0 \
+        -x UCX_NET_DEVICES=rxe0:1 $(tl_args "$ktl") \
+        "$b/mpi-tests/zv_osu" -t bw -s 65536 -S 65536 -i 100000 -q >"$tmp/kill" 2>&1 &
+    mp=$!
+    # Kill once data flows: b has received 2000 more packets.
+    local flowing=0 c
+    for _ in $(seq 1 120); do
+        c=$(ssh $peer cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts 2>/dev/null)
+        [ -n "$c" ] && [ "$c" -ge $(( $(echo "$c0" | cut -d' ' -f4) + 2000 )) ] && { flowing=1; break; }
+        kill -0 $mp 2>/dev/null || break
+        sleep 0.5
+    done
+    check "$ktl bandwidth run is moving data before the kill ($(since "$t") s after mpirun)" [ $flowing = 1 ]
+    t=$(now)
+    zv-wire kill b | sed 's/^/   /'
+    rc=0; wait $mp || rc=$?
+    local took
+    took=$(since "$t")
+    echo "   mpirun exit $rc, $took s after $peer was killed; its last words:"
+    grep -vE '^ *[0-9]+ +[0-9.]+ +[0-9]+$|^-+$|^$' "$tmp/kill" | tail -n 8 | cut -c1-200 | sed 's/^/   | /'
+    check "mpirun fails when $peer dies mid-transfer (exit $rc)" [ $rc != 0 -a $rc != 124 ]
+    check "the survivor gives up within $bound s (took $took s)" \
+        awk -v t="$took" -v b=$bound 'BEGIN { exit !(t < b) }'
+    check "the survivor reports an error" grep -qiE 'error|lost|abort|failed|terminat' "$tmp/kill"
+
+    echo "guest: $pass passed, $fail failed, $skip skipped"
+    [ $fail = 0 ]
+}
+
+if [ "${1:-}" = --guest ]; then
+    guest
+    exit $?
+fi
+
+# =============================================================== host part
+run2=$here/../../contrib/vm/run2.sh
+b=${ZV_BUILDDIR:?}
+src=${ZV_SRCDIR:-$(cd "$here/../.." && pwd)}
+start=$SECONDS
+dir=$(mktemp -d "${TMPDIR:-/tmp}/zverbs-two-host.XXXXXX")
+bg=''
+cleanup() {
+    local p
+    for p in $bg; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The qemu processes under a process (run2.sh -> run.sh -> qemu), from /proc.
+qemus_under() {
+    local f pid comm _st ppid rest
+    local -A kids=() name=()
+    for f in /proc/[0-9]*/stat; do
+        { read -r pid comm _st ppid rest <"$f"; } 2>/dev/null || continue
+        kids[$ppid]+=" $pid"; name[$pid]=$comm
+    done
+    local todo=$1 p
+    while [ -n "$todo" ]; do
+        set -- $todo; p=$1; shift; todo="$*"
+        todo+="${kids[$p]:-}"
+        [ "${name[$p]:-}" = "${name[$p]#(qemu-system}" ] || echo "$p"
+    done
+}
+wait_qemus() { # PID N: wait until PID has N qemu descendants; print them
+    local q
+    for _ in $(seq 1 900); do
+        q=$(qemus_under "$1" | tr '\n' ' ')
+        [ "$(echo $q | wc -w)" -lt "$2" ] || { echo "$q"; return 0; }
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+gone() { # PIDS...: there were some, and none is left
+    [ $# -gt 0 ] || return 1
+    local p; for p in "$@"; do ! kill -0 "$p" 2>/dev/null || return 1; done
+}
+
+echo "== run2.sh: exit status, arguments, timeout, SIGTERM (three runs at once)"
+t=$SECONDS
+"$run2" --share "$dir" --timeout 30 -- sleep 1000 >"$dir/tmo.out" 2>"$dir/tmo.err" &
+tpid=$!; bg=$tpid
+tq=$(wait_qemus $tpid 2 || true)
+"$run2" --share "$dir" -- sh -c ": >'$dir/up'; exec sleep 1000" >/dev/null 2>&1 &
+kpid=$!; bg="$tpid $kpid"
+kq=$(wait_qemus $kpid 2 || true)
+rc=0
+out=$("$run2" --share "$dir" -- sh -c 'printf "[%s]" "$@"; echo on-stderr >&2; exit 7' sh 'a b' "c'd" 2>"$dir/e7") || rc=$?
+check "run2.sh: exit status 7 is propagated (got $rc)" [ $rc = 7 ]
+check "run2.sh: arguments arrive verbatim (got $out)" [ "$out" = "[a b][c'd]" ]
+check "run2.sh: stderr stays on stderr" grep -qx on-stderr "$dir/e7"
+
+rc=0; wait $tpid || rc=$?; bg=$kpid
+check "run2.sh --timeout 30: exits 124 (got $rc) within 75 s (took $((SECONDS - t)) s)" \
+    [ $rc = 124 -a $((SECONDS - t)) -le 75 ]
+check "run2.sh --timeout: says 'command timed out after 30 s'" \
+    grep -q 'command timed out after 30 s' "$dir/tmo.err"
+# shellcheck disable=SC2086
+check "run2.sh --timeout: both qemu (${tq:-none}) are gone" gone $tq
+
+for _ in $(seq 1 600); do
+    [ ! -f "$dir/up" ] && kill -0 $kpid 2>/dev/null || break
+    sleep 0.2
+done
+kill -TERM $kpid 2>/dev/null
+rc=0; wait $kpid || rc=$?; bg=''
+check "run2.sh SIGTERM while the command runs: exits 143 (got $rc)" [ $rc = 143 ]
+# shellcheck disable=SC2086
+check "run2.sh SIGTERM: both qemu (${kq:-none}) are gone" gone $kq
+echo "   (harness checks took $((SECONDS - t)) s)"
+
+echo "== MPI across two VMs (one run2.sh boot)"
+ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile" 2>/dev/null)
+tmo=${ZV_TWO_HOST_TIMEOUT:-$([ "$full" = 1 ] && echo 3600 || echo 900)}
+t=$SECONDS
+"$run2" -v --timeout "$tmo" --share "$src" --share "$b" ${ucx_src:+--share "$ucx_src"} \
+    -e ZV_BUILDDIR="$b" -e ZV_SRCDIR="$src" -e ZV_TWO_HOST_FULL="$full" \
+    ${ZV_TWO_HOST_TLS:+-e ZV_TWO_HOST_TLS="$ZV_TWO_HOST_TLS"} -- "$here/two-host-tests.sh" --guest \
+    >"$dir/guest.out" 2>"$dir/guest.err" &
+gpid=$!; bg=$gpid
+gq=$(wait_qemus $gpid 2 || true)
+rc=0; wait $gpid || rc=$?; bg=''
+cat "$dir/guest.out"
+grep -E '^zverbs-vm2?: |^zv-b: zverbs-vm: ' "$dir/guest.err" | grep -vE 'init \[' | sed 's/^/   /'
+[ $rc = 0 ] || grep -vE '^(zv-b: )?\[ *[0-9]+\.[0-9]+\]|init \[' "$dir/guest.err" | tail -n 15
+gp=$(grep -c '^ok ' "$dir/guest.out"); gf=$(grep -c '^FAIL' "$dir/guest.out"); gs=$(grep -c '^skip' "$dir/guest.out")
+pass=$((pass + gp)) fail=$((fail + gf)) skip=$((skip + gs))
+check "the guest part ran to its end (run2.sh exit $rc, $((SECONDS - t)) s)" \
+    grep -q '^guest: [0-9]* passed' "$dir/guest.out"
+check "run2.sh exit status is the guest part's ($rc)" [ $rc = $([ "$gf" = 0 ] && echo 0 || echo 1) ]
+# shellcheck disable=SC2086
+check "no qemu left after a run whose zv-b was killed (${gq:-none})" gone $gq
+
+echo "two-host stage: $((SECONDS - start)) s"
+echo "two-host: $pass passed, $fail failed, $skip skipped"
+[ $fail = 0 ]
