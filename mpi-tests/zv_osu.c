@@ -4,12 +4,14 @@
  * usage: zv_osu [-t lat|bw|bibw] [-s MIN] [-S MAX] [-i ITERS] [-w WINDOW]
  *               [-F] [-q]
  *   -t  test: latency (ping-pong), bandwidth (window of sends), bi-directional
+ *       bandwidth; bw and bibw also run with 2N ranks as N pairs (rank r
+ *       with rank r+N) at once: multi-pair, aggregate MB/s
  *   -s/-S  smallest and largest message size (bytes, powers of 2 between)
  *   -i  iterations at small sizes (fewer at large sizes, at least 5)
  *   -w  messages in flight per window (bw, bibw)
  *   -F  send from a freshly allocated buffer every iteration (malloc/free
  *       between sends, to exercise the registration cache)
- * Two ranks. Prints "size  value  errors" lines; exits 1 on any data error.
+ * Two ranks (lat), an even number (bw, bibw). Prints "size  value  errors" lines; exits 1 on any data error.
  */
 #include <mpi.h>
 
@@ -63,7 +65,7 @@ int main(int argc, char **argv)
     const char *test = "lat";
     size_t min = 1, max = 4u << 20, size;
     int iters = 1000, window = 16, fresh = 0, quiet = 0, opt;
-    int rank, nranks, peer;
+    int rank, nranks, peer, sender;
     unsigned long errors = 0, total_errors = 0;
     unsigned char *sbuf, *rbuf;
     unsigned seed = 1;
@@ -85,12 +87,13 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
-    if ((nranks != 2) || (min == 0) || (max < min) || (iters < 1) || (window < 1) ||
+    if ((nranks < 2) || (nranks % 2) || (!strcmp(test, "lat") && (nranks != 2)) || (min == 0) || (max < min) || (iters < 1) || (window < 1) ||
         (strcmp(test, "lat") && strcmp(test, "bw") && strcmp(test, "bibw"))) {
-        if (rank == 0) fprintf(stderr, "usage: 2 ranks; -t lat|bw|bibw, 0 < -s <= -S\n");
+        if (rank == 0) fprintf(stderr, "usage: 2 ranks (lat) or 2N (bw, bibw); -t lat|bw|bibw, 0 < -s <= -S\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    peer = 1 - rank;
+    peer = (rank + nranks / 2) % nranks;   /* 2 ranks: the other one */
+    sender = rank < nranks / 2;
     sbuf = malloc(max * (size_t)window);
     rbuf = malloc(max * (size_t)window);
     if ((sbuf == NULL) || (rbuf == NULL)) {
@@ -98,8 +101,8 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if ((rank == 0) && !quiet) {
-        printf("# zv_osu %s%s: size  %s  errors\n", test, fresh ? " (fresh buffers)" : "",
-               strcmp(test, "lat") ? "MB/s" : "usec");
+        printf("# zv_osu %s%s, %d pair(s): size  %s  errors\n", test,
+               fresh ? " (fresh buffers)" : "", nranks / 2, strcmp(test, "lat") ? "MB/s" : "usec");
     }
 
     for (size = min; size <= max; size *= 2) {
@@ -152,27 +155,27 @@ int main(int argc, char **argv)
                 char ack = 0;
                 if (i == warm) t0 = MPI_Wtime();
                 ++seed;
-                if ((rank == 0) || bidir) {
+                if (sender || bidir) {
                     for (w = 0; w < win; ++w) {
                         fill(s + (size_t)w * size, size, seed * 31u + (unsigned)w + (unsigned)rank);
                         MPI_Isend(s + (size_t)w * size, (int)size, MPI_BYTE, peer, 2,
                                   MPI_COMM_WORLD, &reqs[nreq++]);
                     }
                 }
-                if ((rank == 1) || bidir) {
+                if (!sender || bidir) {
                     for (w = 0; w < win; ++w) {
                         MPI_Irecv(rbuf + (size_t)w * size, (int)size, MPI_BYTE, peer, 2,
                                   MPI_COMM_WORLD, &reqs[nreq++]);
                     }
                 }
                 MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
-                if ((rank == 1) || bidir) {
+                if (!sender || bidir) {
                     for (w = 0; w < win; ++w) {
                         errors += check(rbuf + (size_t)w * size, size,
                                         seed * 31u + (unsigned)w + (unsigned)peer);
                     }
                 }
-                if (rank == 1) {
+                if (!sender) {
                     MPI_Send(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
                 } else {
                     MPI_Recv(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -182,7 +185,9 @@ int main(int argc, char **argv)
             t1 = MPI_Wtime();
             {
                 unsigned long e_all = 0;
-                double mbs = (double)size * win * n * (bidir ? 2 : 1) / (t1 - t0) / 1e6;
+                double dt = t1 - t0, dt_max = 0, mbs;
+                MPI_Allreduce(&dt, &dt_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                mbs = (double)size * win * n * (bidir ? 2 : 1) * (nranks / 2) / dt_max / 1e6;
                 MPI_Reduce(&errors, &e_all, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
                 if (rank == 0) {
                     printf("%zu %.2f %lu\n", size, mbs, e_all);
