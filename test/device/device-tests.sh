@@ -27,6 +27,9 @@ check "ucx_info -d: rc_zv is a network device" grep -q 'Type: network' "$tmp/rc"
 sed -n '/Transport: rc_zv/,+24p' "$tmp/d.out"
 awk '/Transport: ud_zv/{f=1} f' "$tmp/d.out" > "$tmp/ud"
 check "ucx_info -d: transport ud_zv on $dev:1" grep -q "Device: $dev:1" "$tmp/ud"
+awk '/Transport: uc_zv/{f=1} /Transport: ud_zv/{f=0} f' "$tmp/d.out" > "$tmp/uc"
+check "ucx_info -d: uc_zv on $dev:1 with put, without get" \
+      bash -c "grep -q 'Device: $dev:1' '$tmp/uc' && grep -q put_zcopy '$tmp/uc' && ! grep -q get_ '$tmp/uc'"
 check "ucx_info -d: ud_zv connects to interfaces, no put/get" \
       bash -c "grep -q 'connection establishment: to iface' '$tmp/ud' && ! sed -n '1,/Transport:/p' '$tmp/ud' | grep -q 'put_zcopy'"
 check "ucx_info -d: device address carries the GID (19 bytes)" \
@@ -45,9 +48,10 @@ for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE
           UCX_RC_ZV_SEG_SIZE=xyz UCX_RC_ZV_RETRY_COUNT=7 UCX_RC_ZV_CONN_TIMEOUT=0 \
           UCX_ZV_RCACHE_MONITOR=bogus UCX_ZV_GID_INDEX=300 UCX_ZV_RCACHE_EVENT_QUEUE=1 \
           UCX_ZV_RCACHE_MAX_SIZE=lots UCX_UD_ZV_WINDOW=1 UCX_UD_ZV_FAULT_DROP=2 \
-          UCX_UD_ZV_RTO=soon UCX_UD_ZV_ACK_DELAY=1s; do
-    name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_ZV_}
-    tl=rc_zv; case $name in UCX_UD_ZV_*) tl=ud_zv ;; esac
+          UCX_UD_ZV_RTO=soon UCX_UD_ZV_ACK_DELAY=1s UCX_UC_ZV_MAX_WRITE=1 \
+          UCX_UC_ZV_WINDOW=100000; do
+    name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_UC_ZV_}; short=${short#UCX_ZV_}
+    tl=rc_zv; case $name in UCX_UD_ZV_*) tl=ud_zv ;; UCX_UC_ZV_*) tl=uc_zv ;; esac
     env "$kv" LD_PRELOAD=$mod ucx_info -d > "$tmp/bad" 2>&1
     rc=$?
     ok=1
@@ -89,9 +93,12 @@ perftest put_bw ucp_put_bw 1048576
 perftest get_bw ucp_get 1048576
 # Wakeup mode: the worker sleeps on the interface's event fd (event_arm).
 perftest tag_lat_sleep tag_lat 8 -E sleep
-pt_tls=ud_zv,self
-perftest ud_tag_lat tag_lat 8
-perftest ud_tag_bw tag_bw 1048576
+for pt_tls in ud_zv,self uc_zv,self; do
+    perftest ${pt_tls%%,*}_tag_lat tag_lat 8
+    perftest ${pt_tls%%,*}_tag_bw tag_bw 1048576
+done
+pt_tls=uc_zv,self
+perftest uc_put_bw ucp_put_bw 1048576
 
 # ---- Open MPI: the installed component brings the module in, no LD_PRELOAD.
 # The VM's root is an overlay: installing here changes nothing on the host.
@@ -135,27 +142,34 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     tail -n 3 "$tmp/osuf"
     check "MPI bw with a fresh buffer every iteration over rc_zv" test $rc = 0
 
-    # ud_zv alone, clean and with injected loss, duplication and reordering
-    # in both ranks' receive paths.
-    udrun() { # label [mpirun -x args...] -- zv_osu args
-        local label=$1; shift
+    # ud_zv and uc_zv alone, clean and with injected loss, duplication and
+    # reordering in both ranks' receive paths.
+    swrun() { # tl label [mpirun -x args...] -- zv_osu args
+        local tl=$1 label=$2; shift 2
         local xs=()
         while [ "$1" != -- ]; do xs+=(-x "$1"); shift; done; shift
-        mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls ud_zv \
-            --mca pml_ucx_devices "$dev" -x UCX_TLS=ud_zv,self -x UCX_NET_DEVICES="$dev:1" \
+        mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls $tl \
+            --mca pml_ucx_devices "$dev" -x UCX_TLS=$tl,self -x UCX_NET_DEVICES="$dev:1" \
             "${xs[@]}" "$b/mpi-tests/zv_osu" "$@" > "$tmp/osu" 2>&1
         local rc=$?
         tail -n 3 "$tmp/osu"
-        check "MPI $label over UCX_TLS=ud_zv,self" test $rc = 0
+        check "MPI $label over UCX_TLS=$tl,self" test $rc = 0
     }
-    udrun "lat 1 B..4 MiB validated" -- -t lat -S 4194304 -i 10
-    udrun "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
-    for rate in 0.01 0.05; do
-        udrun "bw 1 B..1 MiB validated, $rate drop+dup+reorder injected" \
-            UCX_UD_ZV_FAULT_DROP=$rate UCX_UD_ZV_FAULT_DUP=$rate \
-            UCX_UD_ZV_FAULT_REORDER=$rate UCX_UD_ZV_FAULT_SEED=$RANDOM -- \
-            -t bw -S 1048576 -i 10
+    for tl in ud_zv uc_zv; do
+        T=${tl^^}
+        swrun $tl "lat 1 B..4 MiB validated" -- -t lat -S 4194304 -i 10
+        swrun $tl "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
+        for rate in 0.01 0.05; do
+            swrun $tl "bw 1 B..1 MiB validated, $rate drop+dup+reorder injected" \
+                UCX_${T}_FAULT_DROP=$rate UCX_${T}_FAULT_DUP=$rate \
+                UCX_${T}_FAULT_REORDER=$rate UCX_${T}_FAULT_SEED=$RANDOM -- \
+                -t bw -S 1048576 -i 10
+        done
     done
+    # uc_zv's rendezvous is zero-copy through its puts (no get on UC).
+    LD_PRELOAD=$mod UCX_TLS=uc_zv,self UCX_NET_DEVICES="$dev:1" ucx_info -e -u t > "$tmp/uce" 2>&1
+    grep -E 'rma_bw|tag_send_nbr' "$tmp/uce"
+    check "uc_zv is UCP's rma_bw lane (rendezvous by put)" grep -q 'uc_zv.*rma_bw' "$tmp/uce"
 
     # Registration cache under MPI: pages behind the send buffer replaced
     # between rendezvous sends, also with direct system calls. The kernel
@@ -168,6 +182,8 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
         grep -vE '^-+$|^$' "$tmp/cs" | head -n 8
         check "MPI cache stress over rc_zv, monitor $mon: nothing stale" test $rc = 0
     done
+    # the MPI suite and unmodified applications over every landed zv transport
+    . "$s/test/device/mpi-suite.sh"
 else
     tail -20 "$tmp/install.log"
     check "make install" false
