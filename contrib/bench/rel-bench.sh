@@ -1,6 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# ud_zv beside UCX's ud_verbs, in one run on one device, peers interleaved:
+# The software-reliable transports beside their peers, in one run on one
+# device, peers interleaved.
+# ud_zv beside UCX's ud_verbs:
 #   - UCT am_lat at 8 B (median latency of ucx_perftest),
 #   - UCP tag_bw at 1 MiB (UCX_TLS=<tl>,self),
 #   - the same for ud_zv with 1 % of received packets dropped, duplicated
@@ -8,9 +10,12 @@
 #     loss for both needs the two-host wire with netem),
 #   - memory per endpoint with 1, 64 and 1024 endpoints in one process,
 #     beside rc_zv and ud_verbs (contrib/bench/zv_ep_memory).
-# Prints a table with ratios ud_zv / ud_verbs.
+# uc_zv beside rc_zv and UCX's rc_verbs:
+#   - UCT put_lat at 8 B and put_bw at 16 KiB (uc_zv's largest write),
+#   - UCP tag_bw at 1 MiB, and uc_zv's with 1 % faults injected.
+# Prints tables with ratios.
 #
-# Usage: contrib/bench/ud-bench.sh [BUILD_DIR]   (default: ./build)
+# Usage: contrib/bench/rel-bench.sh [BUILD_DIR]   (default: ./build)
 # Without an active RDMA port here, it runs itself in the Soft-RoCE VM.
 # Environment: ZV_BENCH_ROUNDS (default 3), ZV_BENCH_LAT_ITERS (default
 # 20000), ZV_BENCH_BW_ITERS (default 100).
@@ -60,6 +65,17 @@ for ((i = 1; i <= rounds; ++i)); do
     r[bw_z]+=" $(UCX_TLS=ud_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     r[bw_zl]+=" $(UCX_UD_ZV_FAULT_DROP=0.01 UCX_UD_ZV_FAULT_DUP=0.01 UCX_UD_ZV_FAULT_REORDER=0.01 \
                   UCX_TLS=ud_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
+    for tl in rc_verbs rc_zv uc_zv; do
+        r[plat_$tl]+=" $(pt 3 -t put_lat -x $tl -d "$dev:1" -s 8 -n "$lat_iters")"
+        r[pbw_$tl]+=" $(pt 7 -t put_bw -x $tl -d "$dev:1" -s 16384 -n $((bw_iters * 20)))"
+    done
+    r[tbw_rc_verbs]+=" $(UCX_TLS=rc_verbs,ud_verbs,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
+    r[tbw_rc_zv]+=" $(UCX_TLS=rc_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
+    r[tbw_uc_zv]+=" $(UCX_TLS=uc_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
+    r[tbw_uc_zv_l]+=" $(UCX_UC_ZV_FAULT_DROP=0.01 UCX_UC_ZV_FAULT_DUP=0.01 UCX_UC_ZV_FAULT_REORDER=0.01 \
+                       UCX_TLS=uc_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
+    r[plat_uc_zv_l]+=" $(UCX_UC_ZV_FAULT_DROP=0.01 UCX_UC_ZV_FAULT_DUP=0.01 UCX_UC_ZV_FAULT_REORDER=0.01 \
+                        pt 3 -t put_lat -x uc_zv -d "$dev:1" -s 8 -n "$lat_iters")"
 done
 declare -A m
 for k in "${!r[@]}"; do m[$k]=$(echo "${r[$k]}" | median); done
@@ -74,15 +90,27 @@ printf '%-34s %12s %12s %8s\n' "tag_bw 1 MiB, 1% faults injected" "n/a" "${m[bw_
 echo "raw: $(for k in lat_v lat_z lat_zl bw_v bw_z bw_zl; do printf '%s=[%s ] ' $k "${r[$k]}"; done)"
 
 echo
+echo "uc_zv vs rc_zv and rc_verbs on $dev ($rounds rounds, medians)"
+printf '%-34s %10s %10s %10s %9s %9s\n' "measure" "rc_verbs" "rc_zv" "uc_zv" "uc/rc_zv" "uc/verbs"
+row() { printf '%-34s %10s %10s %10s %9s %9s\n' "$1" "${m[${2}rc_verbs]}" "${m[${2}rc_zv]}" "${m[${2}uc_zv]}" \
+            "$(ratio "${m[${2}uc_zv]}" "${m[${2}rc_zv]}")" "$(ratio "${m[${2}uc_zv]}" "${m[${2}rc_verbs]}")"; }
+row "put_lat 8 B, median us (lower)" plat_
+row "put_bw 16 KiB, MB/s (higher)" pbw_
+row "tag_bw 1 MiB, MB/s (higher)" tbw_
+printf '%-34s %10s %10s %10s\n' "put_lat 8 B, uc 1% faults" "n/a" "n/a" "${m[plat_uc_zv_l]}"
+printf '%-34s %10s %10s %10s\n' "tag_bw 1 MiB, uc 1% faults" "n/a" "n/a" "${m[tbw_uc_zv_l]}"
+echo "raw: $(for k in "${!r[@]}"; do printf '%s=[%s ] ' $k "${r[$k]}"; done)"
+
+echo
 echo "memory per endpoint, bytes (resident / heap), both sides of each connection in one process"
-printf '%-10s %22s %22s %22s\n' "endpoints" "rc_zv" "ud_zv" "ud_verbs"
+printf '%-10s %20s %20s %20s %20s\n' "endpoints" "rc_zv" "uc_zv" "ud_zv" "ud_verbs"
 for n in 1 64 1024; do
     row=()
-    for tl in rc_zv ud_zv ud_verbs; do
+    for tl in rc_zv uc_zv ud_zv ud_verbs; do
         out=$(LD_PRELOAD=$mod timeout 600 "$b/contrib/bench/zv_ep_memory" $tl "$dev:1" $n 2>"$tmp/err") ||
             out="$tl $n fail fail"
         set -- $out
         row+=("$3 / $4")
     done
-    printf '%-10s %22s %22s %22s\n' $n "${row[0]}" "${row[1]}" "${row[2]}"
+    printf '%-10s %20s %20s %20s %20s\n' $n "${row[0]}" "${row[1]}" "${row[2]}" "${row[3]}"
 done
