@@ -222,6 +222,7 @@ bool uc_handle(ud_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer
         }
         ud_hdr h = {};
         h.psn    = static_cast<uint16_t>(imm);
+        ++iface->rx_puts;
         return deliver_data(iface, it->second, h, nullptr, 0, b, false);
     }
     parsed_pkt p;

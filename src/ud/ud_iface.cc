@@ -396,11 +396,11 @@ void iface_close(uct_iface_h uct_iface)
 {
     ud_iface *iface = to_ud(uct_iface);
     uct_base_iface_progress_disable(uct_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    ucs_debug("ud_zv iface %p: %lu packets resent, %lu duplicates and %lu out of "
-              "order dropped, %lu invalid; injected %lu drops, %lu duplicates, "
-              "%lu reorders", iface, iface->resent, iface->dup_rx, iface->gap_rx,
-              iface->bad_rx, iface->fault.dropped, iface->fault.duplicated,
-              iface->fault.held);
+    ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
+              "order dropped, %lu invalid, %lu puts received; injected %lu drops, "
+              "%lu duplicates, %lu reorders", iface->uc ? "uc_zv" : "ud_zv", iface,
+              iface->resent, iface->dup_rx, iface->gap_rx, iface->bad_rx, iface->rx_puts,
+              iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
     if (iface->held_buf != nullptr) {
         iface::buffer_pool::put(iface->held_buf);
     }

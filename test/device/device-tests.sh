@@ -170,6 +170,14 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     LD_PRELOAD=$mod UCX_TLS=uc_zv,self UCX_NET_DEVICES="$dev:1" ucx_info -e -u t > "$tmp/uce" 2>&1
     grep -E 'rma_bw|tag_send_nbr' "$tmp/uce"
     check "uc_zv is UCP's rma_bw lane (rendezvous by put)" grep -q 'uc_zv.*rma_bw' "$tmp/uce"
+    # ... and 4 MiB messages really travel as puts (counted at the target).
+    mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls uc_zv \
+        --mca pml_ucx_devices "$dev" -x UCX_TLS=uc_zv,self -x UCX_NET_DEVICES="$dev:1" \
+        -x UCX_LOG_LEVEL=debug "$b/mpi-tests/zv_osu" -t bw -s 4194304 -S 4194304 -i 2 \
+        2>&1 | grep 'uc_zv iface.*puts received' > "$tmp/ucputs"
+    cat "$tmp/ucputs"
+    check "MPI 4 MiB over uc_zv arrives by put (receiver counted puts)" \
+          awk '{for (i = 1; i < NF; ++i) if ($(i+1) == "puts") n += $i} END {exit !(n >= 256)}' "$tmp/ucputs"
 
     # Registration cache under MPI: pages behind the send buffer replaced
     # between rendezvous sends, also with direct system calls. The kernel
