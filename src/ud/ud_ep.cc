@@ -28,9 +28,11 @@ inline ucs_status_t check_tx(ud_ep *ep)
     return UCS_OK;
 }
 
-inline tx_desc *desc_get(ud_ep *ep, uint8_t type)
+/// A send descriptor with room for 'payload' bytes after the header.
+inline tx_desc *desc_get(ud_ep *ep, uint8_t type, size_t payload)
 {
-    iface::buffer *b = ep->iface->tx_pool.get();
+    iface::buffer *b = (payload <= small_payload) ? ep->iface->tx_small_pool.get() :
+                                                    ep->iface->tx_pool.get();
     if (__builtin_expect(b == nullptr, 0)) {
         return nullptr;
     }
@@ -110,7 +112,7 @@ ucs_status_t ep_am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
     if (__builtin_expect(sizeof(header) + length > ep->iface->max_payload, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    tx_desc *d = desc_get(ep, ud_hdr::data);
+    tx_desc *d = desc_get(ep, ud_hdr::data, sizeof(header) + length);
     if (__builtin_expect(d == nullptr, 0)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -137,7 +139,7 @@ ucs_status_t ep_am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
     if (__builtin_expect(total > ep->iface->max_payload, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    tx_desc *d = desc_get(ep, ud_hdr::data);
+    tx_desc *d = desc_get(ep, ud_hdr::data, total);
     if (__builtin_expect(d == nullptr, 0)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -161,7 +163,7 @@ ssize_t ep_am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    tx_desc *d = desc_get(ep, ud_hdr::data);
+    tx_desc *d = desc_get(ep, ud_hdr::data, SIZE_MAX); // pack_cb decides the size
     if (__builtin_expect(d == nullptr, 0)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -199,7 +201,7 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     if (__builtin_expect(total > iface->max_payload, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    tx_desc *d = desc_get(ep, ud_hdr::data);
+    tx_desc *d = desc_get(ep, ud_hdr::data, header_length);
     if (__builtin_expect(d == nullptr, 0)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -226,12 +228,14 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
 // ---------------------------------------------------------------- put (uc_zv)
 
 /// A put: RDMA WRITE with immediate data, acknowledged like any packet.
-inline tx_desc *put_desc(ud_ep *ep, size_t length, uint64_t remote_addr, uct_rkey_t rkey)
+/// 'copy': bytes the caller will copy into the descriptor's buffer.
+inline tx_desc *put_desc(ud_ep *ep, size_t length, size_t copy, uint64_t remote_addr,
+                         uct_rkey_t rkey)
 {
     if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
         return nullptr;
     }
-    tx_desc *d = desc_get(ep, ud_hdr::data);
+    tx_desc *d = desc_get(ep, ud_hdr::data, copy);
     if (__builtin_expect(d == nullptr, 0)) {
         return nullptr;
     }
@@ -250,7 +254,7 @@ ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    tx_desc *d = put_desc(ep, length, remote_addr, rkey);
+    tx_desc *d = put_desc(ep, length, length, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
         return (length > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
                                                           UCS_ERR_NO_RESOURCE;
@@ -269,7 +273,7 @@ ssize_t ep_put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    tx_desc *d = put_desc(ep, 0, remote_addr, rkey);
+    tx_desc *d = put_desc(ep, 0, ep->iface->settings.max_write, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
         return UCS_ERR_NO_RESOURCE;
     }
@@ -301,7 +305,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
     for (size_t i = 0; i < iovcnt; ++i) {
         total += iov[i].length * std::max<unsigned>(iov[i].count, 1);
     }
-    tx_desc *d = put_desc(ep, total, remote_addr, rkey);
+    tx_desc *d = put_desc(ep, total, 0, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
         return (total > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
                                                          UCS_ERR_NO_RESOURCE;
@@ -534,7 +538,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         delete ep;
         return status;
     }
-    tx_desc *d = desc_get(ep, ud_hdr::creq);
+    tx_desc *d = desc_get(ep, ud_hdr::creq, sizeof(creq_body));
     if (d == nullptr) {
         delete ep;
         return UCS_ERR_NO_MEMORY;

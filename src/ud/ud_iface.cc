@@ -318,6 +318,11 @@ unsigned poll_tx(ud_iface *iface)
                       ibv_wc_status_str(wc[i].status));
         }
         if (wc[i].wr_id & wr_id_ctl) {
+            // A control packet: its buffer (none when it went inline) is free.
+            auto *cb = reinterpret_cast<iface::buffer *>(wc[i].wr_id & ~wr_id_ctl);
+            if (cb != nullptr) {
+                iface::buffer_pool::put(cb);
+            }
             continue;
         }
         auto *d = reinterpret_cast<tx_desc *>(wc[i].wr_id);
@@ -571,6 +576,11 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
                                      sizeof(tx_desc) + sizeof(ud_hdr) + tx_payload,
                                      0, 128, 0, IBV_ACCESS_LOCAL_WRITE);
     }
+    if (status == UCS_OK) {
+        status = iface->tx_small_pool.init(&dev, s.uc ? "uc_zv small send" : "ud_zv small send",
+                                           sizeof(tx_desc) + sizeof(ud_hdr) + small_payload,
+                                           0, 256, 0, IBV_ACCESS_LOCAL_WRITE);
+    }
     if (status != UCS_OK) {
         return status;
     }
@@ -707,24 +717,31 @@ ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
     if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
         return UCS_ERR_NO_RESOURCE;
     }
-    // Control packets are small and sent from a registered buffer that is
-    // released when the send completes (inline when the device allows).
-    iface::buffer *b = iface->tx_pool.get();
-    if (b == nullptr) {
-        return UCS_ERR_NO_RESOURCE;
+    // Control packets are small: inline from the stack when the device
+    // allows, else from a small registered buffer released on completion.
+    const size_t len = sizeof(hdr) + body_len;
+    char inl[sizeof(ud_hdr) + 32];
+    iface::buffer *b = nullptr;
+    char *data       = inl;
+    if ((len > iface->max_inline) || (len > sizeof(inl))) {
+        b = iface->tx_small_pool.get();
+        if (b == nullptr) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        data = b->data();
     }
-    std::memcpy(b->data(), &hdr, sizeof(hdr));
+    std::memcpy(data, &hdr, sizeof(hdr));
     if (body_len > 0) {
-        std::memcpy(b->data() + sizeof(hdr), body, body_len);
+        std::memcpy(data + sizeof(hdr), body, body_len);
     }
-    ibv_sge sge          = {reinterpret_cast<uintptr_t>(b->data()),
-                            static_cast<uint32_t>(sizeof(hdr) + body_len), b->lkey};
+    ibv_sge sge = {reinterpret_cast<uintptr_t>(data), static_cast<uint32_t>(len),
+                   (b != nullptr) ? b->lkey : 0};
     ibv_send_wr wr       = {};
     wr.wr_id             = reinterpret_cast<uintptr_t>(b) | wr_id_ctl;
     wr.sg_list           = &sge;
     wr.num_sge           = 1;
     wr.opcode            = IBV_WR_SEND;
-    wr.send_flags        = IBV_SEND_SIGNALED;
+    wr.send_flags        = IBV_SEND_SIGNALED | ((b == nullptr) ? IBV_SEND_INLINE : 0);
     if (!iface->uc) {
         wr.wr.ud.ah          = ah;
         wr.wr.ud.remote_qpn  = qpn;
@@ -735,7 +752,9 @@ ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
     if (ret != 0) {
         ucs_debug("qp 0x%x: ibv_post_send(control) failed: %s", qp->qp_num,
                   strerror(ret));
-        iface::buffer_pool::put(b);
+        if (b != nullptr) {
+            iface::buffer_pool::put(b);
+        }
         return UCS_ERR_IO_ERROR;
     }
     ++iface->tx_outstanding;

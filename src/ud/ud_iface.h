@@ -90,6 +90,11 @@ struct parsed_pkt {
 constexpr uint32_t put_imm_flag = 0x80000000u;
 inline uint32_t put_imm(uint16_t psn) { return __builtin_bswap32(put_imm_flag | psn); }
 
+/// Payload that fits a small send buffer: short messages, connection
+/// requests, zero-copy headers, control packets. Everything else (bcopy)
+/// takes a full packet-sized buffer.
+constexpr size_t small_payload = 128;
+
 constexpr unsigned max_sge   = 4;  ///< header + up to 3 iov entries
 constexpr size_t   grh_len   = 40;
 constexpr unsigned id_bits   = 20;
@@ -157,7 +162,8 @@ struct ud_iface {
     ibv_cq                  *recv_cq  = nullptr;
     ibv_qp                  *qp       = nullptr;
     iface::buffer_pool       rx_pool;
-    iface::buffer_pool       tx_pool;
+    iface::buffer_pool       tx_pool;       ///< descriptors with a full packet
+    iface::buffer_pool       tx_small_pool; ///< descriptors with <= small_payload
     iface::release_desc      release_desc;
     unsigned                 rx_posted      = 0;
     unsigned                 max_inline     = 0; ///< granted by the device

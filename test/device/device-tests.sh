@@ -25,13 +25,14 @@ check "ucx_info -d: transport rc_zv" grep -q 'Transport: rc_zv' "$tmp/rc"
 check "ucx_info -d: rc_zv on $dev:1" grep -q "Device: $dev:1" "$tmp/rc"
 check "ucx_info -d: rc_zv is a network device" grep -q 'Type: network' "$tmp/rc"
 sed -n '/Transport: rc_zv/,+24p' "$tmp/d.out"
-awk '/Transport: ud_zv/{f=1} f' "$tmp/d.out" > "$tmp/ud"
+section() { awk -v t="$1" '/Transport:|Memory domain:/ {f = ($0 ~ ("Transport: " t "$"))} f' "$tmp/d.out"; }
+section ud_zv > "$tmp/ud"
 check "ucx_info -d: transport ud_zv on $dev:1" grep -q "Device: $dev:1" "$tmp/ud"
-awk '/Transport: uc_zv/{f=1} /Transport: ud_zv/{f=0} f' "$tmp/d.out" > "$tmp/uc"
+section uc_zv > "$tmp/uc"
 check "ucx_info -d: uc_zv on $dev:1 with put, without get" \
       bash -c "grep -q 'Device: $dev:1' '$tmp/uc' && grep -q put_zcopy '$tmp/uc' && ! grep -q get_ '$tmp/uc'"
 check "ucx_info -d: ud_zv connects to interfaces, no put/get" \
-      bash -c "grep -q 'connection establishment: to iface' '$tmp/ud' && ! sed -n '1,/Transport:/p' '$tmp/ud' | grep -q 'put_zcopy'"
+      bash -c "grep -q 'connection: to iface' '$tmp/ud' && ! grep -qE 'put_|get_' '$tmp/ud'"
 check "ucx_info -d: device address carries the GID (19 bytes)" \
       grep -qi 'device address: 19 bytes' "$tmp/rc"
 check "ucx_info -d: no errors or warnings" bash -c "! grep -qE 'UCX +(ERROR|WARN)' '$tmp/d.out'"
