@@ -323,6 +323,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
                                 static_cast<uint32_t>(n), md::memh_lkey(iov[i].memh)};
     }
     d->comp = comp;
+    ++ep->iface->tx_put_zcopy;
     send_desc(ep, d, total);
     return UCS_INPROGRESS;
 }

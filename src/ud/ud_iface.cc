@@ -402,9 +402,10 @@ void iface_close(uct_iface_h uct_iface)
     ud_iface *iface = to_ud(uct_iface);
     uct_base_iface_progress_disable(uct_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
-              "order dropped, %lu invalid, %lu puts received; injected %lu drops, "
-              "%lu duplicates, %lu reorders", iface->uc ? "uc_zv" : "ud_zv", iface,
-              iface->resent, iface->dup_rx, iface->gap_rx, iface->bad_rx, iface->rx_puts,
+              "order dropped, %lu invalid, %lu puts received, %lu zero-copy puts sent; "
+              "injected %lu drops, %lu duplicates, %lu reorders",
+              iface->uc ? "uc_zv" : "ud_zv", iface, iface->resent, iface->dup_rx,
+              iface->gap_rx, iface->bad_rx, iface->rx_puts, iface->tx_put_zcopy,
               iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
     if (iface->held_buf != nullptr) {
         iface::buffer_pool::put(iface->held_buf);

@@ -205,7 +205,8 @@ struct ud_iface {
     ibv_wc                   held_wc  = {};
 
     // Statistics (debug log at close; tests read them).
-    uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0, rx_puts = 0;
+    uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0, rx_puts = 0,
+                             tx_put_zcopy = 0;
 };
 
 inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(iface); }

@@ -178,7 +178,11 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
         2>&1 | grep 'uc_zv iface.*puts received' > "$tmp/ucputs"
     cat "$tmp/ucputs"
     check "MPI 4 MiB over uc_zv arrives by put (receiver counted puts)" \
-          awk '{for (i = 1; i < NF; ++i) if ($(i+1) == "puts") n += $i} END {exit !(n >= 256)}' "$tmp/ucputs"
+          awk '{for (i = 1; i < NF; ++i) if ($(i+1) == "puts" && $(i+2) == "received,") n += $i} END {exit !(n >= 256)}' "$tmp/ucputs"
+    check "MPI 4 MiB over uc_zv is sent by zero-copy puts" \
+          awk '{for (i = 1; i < NF; ++i) if ($(i+1) == "zero-copy") n += $i} END {exit !(n >= 256)}' "$tmp/ucputs"
+    # Beside ud_zv, as UCP chooses lanes.
+    swrun uc_zv,ud_zv "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
 
     # Registration cache under MPI: pages behind the send buffer replaced
     # between rendezvous sends, also with direct system calls. The kernel
