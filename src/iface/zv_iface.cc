@@ -88,4 +88,31 @@ int is_device_reachable(const zv_iface *iface, const uct_device_addr_t *addr)
     return 1;
 }
 
+void progress_disable(uct_iface_h iface, unsigned flags)
+{
+    uct_base_iface_progress_disable(iface, flags);
+}
+
+namespace {
+
+ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr)
+{
+    return uct_base_iface_estimate_perf(iface, perf_attr);
+}
+
+void vfs_refresh(uct_iface_h) {}
+
+ucs_status_t ep_query(uct_ep_h, uct_ep_attr_t *) { return UCS_ERR_UNSUPPORTED; }
+
+ucs_status_t ep_invalidate(uct_ep_h, unsigned) { return UCS_ERR_UNSUPPORTED; }
+
+} // namespace
+
+uct_iface_internal_ops_t internal_ops = {
+    /* iface_estimate_perf */ estimate_perf,
+    /* iface_vfs_refresh   */ vfs_refresh,
+    /* ep_query            */ ep_query,
+    /* ep_invalidate       */ ep_invalidate,
+};
+
 } // namespace zv::iface

@@ -46,6 +46,11 @@ void cleanup(zv_iface *iface);
 void query_common(zv_iface *iface, uct_iface_attr_t *attr);
 
 ucs_status_t get_device_address(uct_iface_h iface, uct_device_addr_t *addr);
+void progress_disable(uct_iface_h iface, unsigned flags);
+
+/// UCT's internal ops, the same for every zv transport (performance
+/// estimate from the attributes; no vfs, ep query or invalidate).
+extern uct_iface_internal_ops_t internal_ops;
 int is_device_reachable(const zv_iface *iface, const uct_device_addr_t *addr);
 
 } // namespace zv::iface

@@ -318,10 +318,6 @@ void progress_enable(uct_iface_h iface, unsigned flags)
             reinterpret_cast<ucs_callback_t>(progress), flags);
 }
 
-void progress_disable(uct_iface_h iface, unsigned flags)
-{
-    uct_base_iface_progress_disable(iface, flags);
-}
 
 ucs_status_t event_fd_get(uct_iface_h iface, int *fd_p)
 {
@@ -375,16 +371,6 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
     return UCS_OK;
 }
 
-ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr)
-{
-    return uct_base_iface_estimate_perf(iface, perf_attr);
-}
-
-void vfs_refresh(uct_iface_h) {}
-
-ucs_status_t ep_query(uct_ep_h, uct_ep_attr_t *) { return UCS_ERR_UNSUPPORTED; }
-
-ucs_status_t ep_invalidate(uct_ep_h, unsigned) { return UCS_ERR_UNSUPPORTED; }
 
 uct_iface_ops_t make_ops(bool atomics)
 {
@@ -394,7 +380,7 @@ uct_iface_ops_t make_ops(bool atomics)
     ops.iface_flush              = iface_flush;
     ops.iface_fence              = iface_fence;
     ops.iface_progress_enable    = progress_enable;
-    ops.iface_progress_disable   = progress_disable;
+    ops.iface_progress_disable   = iface::progress_disable;
     ops.iface_progress           = progress;
     ops.iface_event_fd_get       = event_fd_get;
     ops.iface_event_arm          = event_arm;
@@ -408,12 +394,6 @@ uct_iface_ops_t make_ops(bool atomics)
 
 uct_iface_ops_t          rc_ops_atomic   = make_ops(true);
 uct_iface_ops_t          rc_ops_plain    = make_ops(false);
-uct_iface_internal_ops_t rc_internal_ops = {
-    /* iface_estimate_perf */ estimate_perf,
-    /* iface_vfs_refresh   */ vfs_refresh,
-    /* ep_query            */ ep_query,
-    /* ep_invalidate       */ ep_invalidate,
-};
 
 ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
 {
@@ -543,7 +523,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
     bool atomics    = (zmd->dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
     ucs_status_t status = iface::init(&iface->super,
                                       atomics ? &rc_ops_atomic : &rc_ops_plain,
-                                      &rc_internal_ops, md, worker, params, config,
+                                      &iface::internal_ops, md, worker, params, config,
                                       settings.common);
     if (status != UCS_OK) {
         delete iface;

@@ -34,7 +34,9 @@ uct_iface_query_func_t ud_query = nullptr;
 
 constexpr int passive_access = IBV_ACCESS_REMOTE_WRITE;
 
-ucs_status_t create_uc_qp(ud_iface *iface, ibv_qp **qp_p)
+/// A UC queue pair on the interface's CQs and SRQ; *max_inline (optional)
+/// is what the device granted.
+ucs_status_t create_uc_qp(ud_iface *iface, ibv_qp **qp_p, unsigned *max_inline = nullptr)
 {
     verbs::connected_qp_params p;
     p.type         = IBV_QPT_UC;
@@ -45,7 +47,8 @@ ucs_status_t create_uc_qp(ud_iface *iface, ibv_qp **qp_p)
     p.recv_cq      = iface->recv_cq;
     p.srq          = iface->srq;
     unsigned inl;
-    return verbs::create_connected_qp(iface->super.md->dev, p, qp_p, &inl);
+    return verbs::create_connected_qp(iface->super.md->dev, p, qp_p,
+                                      (max_inline != nullptr) ? max_inline : &inl);
 }
 
 verbs::remote_port to_remote(const iface::device_addr &a)
@@ -55,13 +58,6 @@ verbs::remote_port to_remote(const iface::device_addr &a)
     rp.lid     = a.lid;
     std::memcpy(rp.gid.raw, a.gid, sizeof(rp.gid.raw));
     return rp;
-}
-
-ud_ep *ep_by_id(ud_iface *iface, uint64_t id)
-{
-    uint32_t idx = static_cast<uint32_t>(id) & id_index_mask;
-    ud_ep *ep    = (idx < iface->eps.size()) ? iface->eps[idx] : nullptr;
-    return ((ep != nullptr) && (ep->id == id)) ? ep : nullptr;
 }
 
 // ---------------------------------------------------------------- connections
@@ -85,16 +81,12 @@ ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t 
     c->qp       = qp;
     c->peer_qpn = peer_qpn;
     c->rx.init(&iface->settings.rel);
-    if (iface->free_conns.empty()) {
-        c->id = static_cast<uint32_t>(iface->conns.size());
-        iface->conns.push_back(c);
-        iface->conn_gen.push_back(0);
-    } else {
-        c->id = iface->free_conns.back();
-        iface->free_conns.pop_back();
-        iface->conns[c->id] = c;
-        c->id |= static_cast<uint32_t>(iface->conn_gen[c->id]) << id_bits;
+    if (iface->conns.full()) {
+        verbs::destroy_qp(qp);
+        delete c;
+        return UCS_ERR_EXCEEDS_LIMIT;
     }
+    c->id = iface->conns.add(c);
     iface->conn_by_qp[qp->qp_num] = c;
     *qp_p = qp;
     return UCS_OK;
@@ -114,7 +106,7 @@ void passive_released(void *arg, ibv_qp *qp)
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 {
     auto *iface = static_cast<ud_iface *>(arg);
-    ud_ep *ep   = ep_by_id(iface, conn_id);
+    ud_ep *ep   = iface->eps.find(conn_id);
     if ((ep == nullptr) || (ep->st != ud_ep::state::connecting)) {
         return;
     }
@@ -136,7 +128,7 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 
 void connection_timed_out(void *arg, uint64_t conn_id)
 {
-    ud_ep *ep = ep_by_id(static_cast<ud_iface *>(arg), conn_id);
+    ud_ep *ep = static_cast<ud_iface *>(arg)->eps.find(conn_id);
     if (ep != nullptr) {
         ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
     }
@@ -271,15 +263,7 @@ ucs_status_t uc_create_resources(ud_iface *iface)
     }
     // Probe the inline size the device grants with a throw-away QP.
     ibv_qp *probe;
-    verbs::connected_qp_params p;
-    p.type         = IBV_QPT_UC;
-    p.max_send_wr  = iface->super.settings.tx_queue_len;
-    p.max_send_sge = max_sge;
-    p.max_inline   = iface->settings.max_inline;
-    p.send_cq      = iface->send_cq;
-    p.recv_cq      = iface->recv_cq;
-    p.srq          = iface->srq;
-    ucs_status_t status = verbs::create_connected_qp(dev, p, &probe, &iface->max_inline);
+    ucs_status_t status = create_uc_qp(iface, &probe, &iface->max_inline);
     if (status != UCS_OK) {
         return status;
     }

@@ -83,6 +83,34 @@ void send_desc(ud_ep *ep, tx_desc *d, size_t len)
     (void)post_desc(ep->iface, ep, d);
 }
 
+/// Bytes in an iov list.
+inline size_t iov_total(const uct_iov_t *iov, size_t iovcnt)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        total += iov[i].length * std::max<unsigned>(iov[i].count, 1);
+    }
+    return total;
+}
+
+/// Zero-copy: the user's registered memory becomes the packet's next sges.
+/// False if an entry has no memory handle.
+inline bool add_iov(tx_desc *d, const uct_iov_t *iov, size_t iovcnt)
+{
+    for (size_t i = 0; i < iovcnt; ++i) {
+        size_t n = iov[i].length * std::max<unsigned>(iov[i].count, 1);
+        if (n == 0) {
+            continue;
+        }
+        if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
+            return false;
+        }
+        d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
+                                static_cast<uint32_t>(n), md::memh_lkey(iov[i].memh)};
+    }
+    return true;
+}
+
 /// Release callback of the sender: the packet was acknowledged.
 struct on_acked {
     ud_ep *ep;
@@ -132,10 +160,7 @@ ucs_status_t ep_am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    size_t total = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * std::max<unsigned>(iov[i].count, 1);
-    }
+    size_t total = iov_total(iov, iovcnt);
     if (__builtin_expect(total > ep->iface->max_payload, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -194,10 +219,7 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
                          (iovcnt > max_sge - 1), 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    size_t total = header_length;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * std::max<unsigned>(iov[i].count, 1);
-    }
+    size_t total = header_length + iov_total(iov, iovcnt);
     if (__builtin_expect(total > iface->max_payload, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -208,17 +230,9 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     d->hdr()->am_id = id;
     piggyback(ep, d->hdr());
     std::memcpy(d->payload(), header, header_length);
-    for (size_t i = 0; i < iovcnt; ++i) {
-        size_t n = iov[i].length * std::max<unsigned>(iov[i].count, 1);
-        if (n == 0) {
-            continue;
-        }
-        if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
-            iface::buffer_pool::put(d->buf);
-            return UCS_ERR_INVALID_PARAM;
-        }
-        d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
-                                static_cast<uint32_t>(n), md::memh_lkey(iov[i].memh)};
+    if (__builtin_expect(!add_iov(d, iov, iovcnt), 0)) {
+        iface::buffer_pool::put(d->buf);
+        return UCS_ERR_INVALID_PARAM;
     }
     d->comp = comp;
     send_desc(ep, d, header_length);
@@ -301,26 +315,15 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
     if (__builtin_expect(iovcnt > max_sge, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    size_t total = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * std::max<unsigned>(iov[i].count, 1);
-    }
+    size_t total = iov_total(iov, iovcnt);
     tx_desc *d = put_desc(ep, total, 0, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
         return (total > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
                                                          UCS_ERR_NO_RESOURCE;
     }
-    for (size_t i = 0; i < iovcnt; ++i) {
-        size_t n = iov[i].length * std::max<unsigned>(iov[i].count, 1);
-        if (n == 0) {
-            continue;
-        }
-        if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
-            iface::buffer_pool::put(d->buf);
-            return UCS_ERR_INVALID_PARAM;
-        }
-        d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
-                                static_cast<uint32_t>(n), md::memh_lkey(iov[i].memh)};
+    if (__builtin_expect(!add_iov(d, iov, iovcnt), 0)) {
+        iface::buffer_pool::put(d->buf);
+        return UCS_ERR_INVALID_PARAM;
     }
     d->comp = comp;
     ++ep->iface->tx_put_zcopy;
@@ -471,9 +474,8 @@ void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
                       const char *body, size_t body_len)
 {
     uint32_t id  = (hdr.type == ud_hdr::data) ? hdr.ack_dest : hdr.dest;
-    uint32_t idx = id & id_index_mask;
-    ud_ep *ep    = (idx < iface->eps.size()) ? iface->eps[idx] : nullptr;
-    if ((ep == nullptr) || (ep->id != id) || (ep->peer_qpn != src_qp) ||
+    ud_ep *ep = iface->eps.find(id);
+    if ((ep == nullptr) || (ep->peer_qpn != src_qp) ||
         (ep->st == ud_ep::state::failed)) {
         ++iface->bad_rx;
         return; // stale (endpoint gone), or not from its peer
@@ -547,7 +549,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     ep_register(ep);
 
     // A receive connection from the same peer interface becomes the partner.
-    for (rx_conn *c : iface->conns) {
+    for (rx_conn *c : iface->conns.slots()) {
         if ((c != nullptr) && (c->partner == nullptr) && (c->peer_qpn == ep->peer_qpn) &&
             (std::memcmp(c->peer.gid, ep->peer.gid, sizeof(ep->peer.gid)) == 0)) {
             c->partner  = ep;
@@ -581,7 +583,7 @@ ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p)
         return UCS_ERR_INVALID_PARAM;
     }
     ud_iface *iface = to_ud(params->iface);
-    if (iface->free_eps.empty() && (iface->eps.size() > id_index_mask)) {
+    if (iface->eps.full()) {
         ucs_error("%s: too many endpoints on one interface (%u)", tl, id_index_mask);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
@@ -607,18 +609,7 @@ ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p)
 
 void ep_register(ud_ep *ep)
 {
-    ud_iface *iface = ep->iface;
-    uint32_t idx;
-    if (iface->free_eps.empty()) {
-        idx = static_cast<uint32_t>(iface->eps.size());
-        iface->eps.push_back(ep);
-        iface->ep_gen.push_back(0);
-    } else {
-        idx = iface->free_eps.back();
-        iface->free_eps.pop_back();
-        iface->eps[idx] = ep;
-    }
-    ep->id = (static_cast<uint32_t>(iface->ep_gen[idx]) << id_bits) | idx;
+    ep->id = ep->iface->eps.add(ep);
 }
 
 void ep_free(ud_ep *ep)
@@ -676,10 +667,7 @@ void ep_release(ud_ep *ep)
             break;
         }
     }
-    uint32_t idx     = ep->id & id_index_mask;
-    iface->eps[idx]  = nullptr;
-    iface->ep_gen[idx] = static_cast<uint16_t>((iface->ep_gen[idx] + 1) & 0xfff);
-    iface->free_eps.push_back(idx);
+    iface->eps.remove(ep->id);
     ep->destroyed = true;
     if ((ep->unreleased == 0) && !iface->in_progress) {
         ep_free(ep);

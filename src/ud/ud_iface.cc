@@ -63,9 +63,8 @@ void post_rx(ud_iface *iface, unsigned count)
 
 rx_conn *conn_lookup(ud_iface *iface, uint32_t id, uint32_t src_qp)
 {
-    uint32_t idx = id & id_index_mask;
-    rx_conn *c   = (idx < iface->conns.size()) ? iface->conns[idx] : nullptr;
-    return ((c != nullptr) && (c->id == id) && (c->peer_qpn == src_qp)) ? c : nullptr;
+    rx_conn *c = iface->conns.find(id);
+    return ((c != nullptr) && (c->peer_qpn == src_qp)) ? c : nullptr;
 }
 
 /// A CREQ: find or create the receive connection, answer with CREP.
@@ -83,9 +82,9 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
     rx_conn *c;
     auto it = iface->conn_by_key.find(key);
     if (it != iface->conn_by_key.end()) {
-        c = iface->conns[it->second & id_index_mask];
+        c = iface->conns.find(it->second);
     } else {
-        if (iface->free_conns.empty() && (iface->conns.size() > id_index_mask)) {
+        if (iface->conns.full()) {
             ++iface->bad_rx;
             return;
         }
@@ -98,24 +97,14 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
         if (c == nullptr) {
             return; // the peer retries
         }
-        uint32_t idx;
-        if (iface->free_conns.empty()) {
-            idx = static_cast<uint32_t>(iface->conns.size());
-            iface->conns.push_back(c);
-            iface->conn_gen.push_back(0);
-        } else {
-            idx = iface->free_conns.back();
-            iface->free_conns.pop_back();
-            iface->conns[idx] = c;
-        }
-        c->id       = (static_cast<uint32_t>(iface->conn_gen[idx]) << id_bits) | idx;
+        c->id       = iface->conns.add(c);
         c->peer_ep  = b.ep_id;
         c->peer_qpn = src_qp;
         c->peer     = b.dev;
         c->ah       = ah;
         c->rx.init(&iface->settings.rel);
         iface->conn_by_key.emplace(key, c->id);
-        for (ud_ep *ep : iface->eps) {
+        for (ud_ep *ep : iface->eps.slots()) {
             if ((ep != nullptr) && (ep->partner == nullptr) && (ep->peer_qpn == src_qp) &&
                 (std::memcmp(ep->peer.gid, b.dev.gid, sizeof(b.dev.gid)) == 0)) {
                 ep->partner = c;
@@ -366,7 +355,7 @@ void destroy_resources(ud_iface *iface)
     const char *dev = iface->super.md->dev.name().c_str();
     verbs::destroy_qp(iface->qp);
     iface->qp = nullptr;
-    for (ud_ep *ep : iface->eps) {
+    for (ud_ep *ep : iface->eps.slots()) {
         if (ep != nullptr) {
             ep_free(ep);
         }
@@ -380,7 +369,7 @@ void destroy_resources(ud_iface *iface)
     if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
         ucs_warn("%s: ibv_destroy_srq() failed: %m", dev);
     }
-    for (rx_conn *c : iface->conns) {
+    for (rx_conn *c : iface->conns.slots()) {
         delete c;
     }
     for (auto &kv : iface->ahs) {
@@ -464,7 +453,7 @@ ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp
     if (comp != nullptr) {
         return UCS_ERR_UNSUPPORTED;
     }
-    for (ud_ep *ep : iface->eps) {
+    for (ud_ep *ep : iface->eps.slots()) {
         if ((ep != nullptr) && (ep->unreleased > 0)) {
             return UCS_INPROGRESS;
         }
@@ -483,21 +472,7 @@ void progress_enable(uct_iface_h iface, unsigned flags)
                                       reinterpret_cast<ucs_callback_t>(progress), flags);
 }
 
-void progress_disable(uct_iface_h iface, unsigned flags)
-{
-    uct_base_iface_progress_disable(iface, flags);
-}
 
-ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr)
-{
-    return uct_base_iface_estimate_perf(iface, perf_attr);
-}
-
-void vfs_refresh(uct_iface_h) {}
-
-ucs_status_t ep_query(uct_ep_h, uct_ep_attr_t *) { return UCS_ERR_UNSUPPORTED; }
-
-ucs_status_t ep_invalidate(uct_ep_h, unsigned) { return UCS_ERR_UNSUPPORTED; }
 
 uct_iface_ops_t make_ops()
 {
@@ -507,7 +482,7 @@ uct_iface_ops_t make_ops()
     ops.iface_flush              = iface_flush;
     ops.iface_fence              = iface_fence;
     ops.iface_progress_enable    = progress_enable;
-    ops.iface_progress_disable   = progress_disable;
+    ops.iface_progress_disable   = iface::progress_disable;
     ops.iface_progress           = progress;
     ops.iface_close              = iface_close;
     ops.iface_query              = iface_query;
@@ -519,12 +494,6 @@ uct_iface_ops_t make_ops()
 
 uct_iface_ops_t          ud_ops          = make_ops();
 uct_iface_ops_t          uc_ops          = uc_make_ops(make_ops());
-uct_iface_internal_ops_t ud_internal_ops = {
-    /* iface_estimate_perf */ estimate_perf,
-    /* iface_vfs_refresh   */ vfs_refresh,
-    /* ep_query            */ ep_query,
-    /* ep_invalidate       */ ep_invalidate,
-};
 
 ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
 {
@@ -587,10 +556,6 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
     }
     iface->release_desc.super.cb = release_rx;
     iface->release_desc.owner    = iface;
-    iface->eps.push_back(nullptr); // id 0 is "none"
-    iface->ep_gen.push_back(0);
-    iface->conns.push_back(nullptr);
-    iface->conn_gen.push_back(0);
     iface->fault.init(s.fault);
     if (iface->fault.on()) {
         ucs_diag("%s: fault injection in the receive path: drop %g, duplicate %g, "
@@ -875,9 +840,8 @@ unsigned check_timers(ud_iface *iface, ucs_time_t now)
     }
     // Error callbacks may destroy endpoints: look each one up again.
     for (uint32_t id : failed) {
-        uint32_t idx = id & id_index_mask;
-        ud_ep *ep    = (idx < iface->eps.size()) ? iface->eps[idx] : nullptr;
-        if ((ep != nullptr) && (ep->id == id)) {
+        ud_ep *ep = iface->eps.find(id);
+        if (ep != nullptr) {
             ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
         }
     }
@@ -899,10 +863,7 @@ void conn_free(ud_iface *iface, rx_conn *c)
         }
     }
     iface->conn_by_key.erase(std::make_tuple(gid_key(c->peer), c->peer_qpn, c->peer_ep));
-    uint32_t idx          = c->id & id_index_mask;
-    iface->conns[idx]     = nullptr;
-    iface->conn_gen[idx]  = static_cast<uint16_t>((iface->conn_gen[idx] + 1) & 0xfff);
-    iface->free_conns.push_back(idx);
+    iface->conns.remove(c->id);
     delete c;
 }
 
@@ -916,7 +877,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
         return UCS_ERR_NO_MEMORY;
     }
     ucs_status_t status = iface::init(&iface->super, settings.uc ? &uc_ops : &ud_ops,
-                                      &ud_internal_ops, md, worker, params, config,
+                                      &iface::internal_ops, md, worker, params, config,
                                       settings.common);
     if (status != UCS_OK) {
         delete iface;

@@ -100,6 +100,56 @@ constexpr size_t   grh_len   = 40;
 constexpr unsigned id_bits   = 20;
 constexpr uint32_t id_index_mask = (1u << id_bits) - 1;
 
+/// Objects by 32-bit id: a slot index (low id_bits) and a generation (high
+/// bits), so an id of a freed object no longer finds anything after its
+/// slot is reused. Id 0 is never given out ("none").
+template <class T> class id_table {
+public:
+    id_table() : m_slots(1, nullptr), m_gen(1, 0) {}
+
+    bool full() const { return m_free.empty() && (m_slots.size() > id_index_mask); }
+
+    /// Store p; returns its id. The caller checked full().
+    uint32_t add(T *p)
+    {
+        uint32_t idx;
+        if (m_free.empty()) {
+            idx = static_cast<uint32_t>(m_slots.size());
+            m_slots.push_back(p);
+            m_gen.push_back(0);
+        } else {
+            idx = m_free.back();
+            m_free.pop_back();
+            m_slots[idx] = p;
+        }
+        return (static_cast<uint32_t>(m_gen[idx]) << id_bits) | idx;
+    }
+
+    /// The object with this id, or null (never given out, or freed).
+    T *find(uint64_t id) const
+    {
+        uint32_t idx = static_cast<uint32_t>(id) & id_index_mask;
+        return ((id >> 32) == 0) && (idx < m_slots.size()) &&
+               (m_gen[idx] == (static_cast<uint32_t>(id) >> id_bits)) ? m_slots[idx] : nullptr;
+    }
+
+    void remove(uint32_t id)
+    {
+        uint32_t idx = id & id_index_mask;
+        m_slots[idx] = nullptr;
+        m_gen[idx]   = static_cast<uint16_t>((m_gen[idx] + 1) & ((1u << (32 - id_bits)) - 1));
+        m_free.push_back(idx);
+    }
+
+    /// Every slot (null where free), for slow-path walks.
+    const std::vector<T *> &slots() const { return m_slots; }
+
+private:
+    std::vector<T *>      m_slots;
+    std::vector<uint16_t> m_gen;
+    std::vector<uint32_t> m_free;
+};
+
 /// ud_zv settings (the glue fills them from UCX_UD_ZV_*). Times in UCX
 /// time units (ucs_time_t).
 struct ud_settings {
@@ -180,13 +230,8 @@ struct ud_iface {
     std::unordered_map<uint32_t, ud_ep *>   ep_by_qp;
     std::unordered_map<uint32_t, rx_conn *> conn_by_qp;
 
-    // Objects by id (index 0 unused: id 0 means "none").
-    std::vector<ud_ep *>     eps;
-    std::vector<uint16_t>    ep_gen;
-    std::vector<uint32_t>    free_eps;
-    std::vector<rx_conn *>   conns;
-    std::vector<uint16_t>    conn_gen;
-    std::vector<uint32_t>    free_conns;
+    id_table<ud_ep>          eps;
+    id_table<rx_conn>        conns;
     /// (peer gid, peer QP, peer endpoint id) -> receive connection id.
     std::map<std::tuple<std::vector<uint8_t>, uint32_t, uint32_t>, uint32_t> conn_by_key;
     std::map<std::vector<uint8_t>, ibv_ah *> ahs;

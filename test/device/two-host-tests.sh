@@ -36,10 +36,12 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # ============================================================== guest part
 guest() {
-    local b=${ZV_BUILDDIR:?} tmp
+    local b=${ZV_BUILDDIR:?} stage=${ZV_TWO_HOST_STAGED:?}
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     local mod=$b/.libs/libuct_zv.so.0 peer=zv-b t
-    echo "== two hosts: $(hostname) and $peer"
+    g0=$(now)
+    hdr() { echo "== $* [$(since "$g0") s]"; }
+    hdr "two hosts: $(hostname) and $peer"
     check "hostname is zv-a" [ "$(hostname)" = zv-a ]
     check "ssh $peer: hostname is $peer" [ "$(ssh $peer hostname 2>&1)" = $peer ]
     check "ssh from $peer back to zv-a" [ "$(ssh $peer ssh zv-a hostname 2>&1)" = zv-a ]
@@ -64,16 +66,18 @@ guest() {
     check "zv md picks GID index ${idx:-?} by itself (UCX_ZV_GID_INDEX=auto)" grep -q "gid\[${idx:-x}\]" "$tmp/md"
 
     # ---- zverbs' Open MPI component on both VMs (each root is its own
-    # overlay). One after the other: both write the same build tree.
+    # overlay): what the host's "make install DESTDIR=..." staged, copied
+    # in (make install itself takes ~1 min a VM under emulation).
     t=$(now)
-    if make -C "$b" install >"$tmp/install.a" 2>&1 && ldconfig &&
-       ssh $peer "make -C '$b' install && ldconfig" >"$tmp/install.b" 2>&1; then
-        ok "make install on zv-a and $peer ($(since "$t") s)"
+    if [ -d "$stage/usr" ] && cp -a "$stage/." / && ldconfig &&
+       ssh $peer "cp -a '$stage/.' / && ldconfig" >"$tmp/install.b" 2>&1; then
+        ok "zverbs installed on zv-a and $peer ($(since "$t") s)"
     else
-        tail -n 20 "$tmp/install.a" "$tmp/install.b" 2>/dev/null
-        bad "make install on zv-a and $peer"
+        cat "$tmp/install.b" 2>/dev/null
+        bad "zverbs installed on zv-a and $peer (from $stage)"
         return
     fi
+    check "zv-a: ompi_info lists MCA rcache: zverbs" sh -c "ompi_info 2>&1 | grep -q 'MCA rcache: zverbs'"
     check "$peer: ompi_info lists MCA rcache: zverbs" \
         sh -c "ssh $peer ompi_info 2>&1 | grep -q 'MCA rcache: zverbs'"
 
@@ -90,7 +94,7 @@ guest() {
         tls="rc_verbs $(LD_PRELOAD=$mod ucx_info -d 2>/dev/null |
                         awk '$(NF-1) == "Transport:" && $NF ~ /_zv$/ {print $NF}' | sort -u | tr '\n' ' ')"
     fi
-    echo "== transports: $tls"
+    hdr "transports: $tls"
     tl_args() {
         case $1 in
             rc_verbs) echo "--mca pml_ucx_tls rc_verbs -x UCX_TLS=rc_verbs,ud_verbs,self
@@ -140,7 +144,7 @@ guest() {
     local tl test loss name rc
     for tl in $tls; do
         tl_args "$tl" >/dev/null || { skip "$tl: no mpirun arguments known for it"; continue; }
-        echo "== $tl, clean wire"
+        hdr "$tl, clean wire"
         for test in lat bw; do
             name=$tl.$test.clean
             rc=0
@@ -150,11 +154,14 @@ guest() {
             echo "   $(figures "$tmp/$name" $([ $test = lat ] && echo us || echo MB/s))"
             check "$tl $test: rxe counters on both VMs show the traffic crossed (>= 100 packets each way)" \
                 crossed $name 100
-            check "$tl $test: lossless wire, every packet sent arrived" \
-                awk '{ exit !($1 == $4 && $3 == $2) }' "$tmp/$name.cnt"
+            # Lossless: the counts agree (to 0.1 %: the four reads are not
+            # one snapshot).
+            check "$tl $test: lossless wire, packets sent = packets received" \
+                awk '{ d1 = $1 - $4; d2 = $3 - $2; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2
+                       exit !(d1 <= 2 + $1 / 1000 && d2 <= 2 + $3 / 1000) }' "$tmp/$name.cnt"
         done
         for loss in $losses; do
-            echo "== $tl, $loss loss on both NICs"
+            hdr "$tl, $loss loss on both NICs"
             zv-wire both loss "$loss" || bad "zv-wire both loss $loss"
             for test in $loss_tests; do
                 name=$tl.$test.loss$loss
@@ -174,7 +181,7 @@ guest() {
     # ---- the peer dies mid-transfer: the survivor must fail, in bounded time
     local ktl=rc_zv bound=60 rc mp
     case " $tls " in *" rc_zv "*) ;; *) ktl=${tls%% *} ;; esac
-    echo "== $peer killed during a $ktl bandwidth run"
+    hdr "$peer killed during a $ktl bandwidth run"
     c0=$(counters)
     t=$(now)
     # shellcheck disable=SC2046
@@ -203,7 +210,7 @@ guest() {
         awk -v t="$took" -v b=$bound 'BEGIN { exit !(t < b) }'
     check "the survivor reports an error" grep -qiE 'error|lost|abort|failed|terminat' "$tmp/kill"
 
-    echo "guest: $pass passed, $fail failed, $skip skipped"
+    echo "guest: $pass passed, $fail failed, $skip skipped [$(since "$g0") s]"
     [ $fail = 0 ]
 }
 
@@ -292,11 +299,17 @@ check "run2.sh SIGTERM: both qemu (${kq:-none}) are gone" gone $kq
 echo "   (harness checks took $((SECONDS - t)) s)"
 
 echo "== MPI across two VMs (one run2.sh boot)"
-ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile" 2>/dev/null)
+# zverbs as make install puts it, staged here; the guests copy it in.
+if make -C "$b" install DESTDIR="$dir/stage" >"$dir/install.log" 2>&1; then
+    ok "make install DESTDIR=... (staged for the VMs)"
+else
+    tail -n 20 "$dir/install.log"
+    bad "make install DESTDIR=... (staged for the VMs)"
+fi
 tmo=${ZV_TWO_HOST_TIMEOUT:-$([ "$full" = 1 ] && echo 3600 || echo 900)}
 t=$SECONDS
-"$run2" -v --timeout "$tmo" --share "$src" --share "$b" ${ucx_src:+--share "$ucx_src"} \
-    -e ZV_BUILDDIR="$b" -e ZV_SRCDIR="$src" -e ZV_TWO_HOST_FULL="$full" \
+"$run2" -v --timeout "$tmo" --share "$src" --share "$b" --share "$dir" \
+    -e ZV_BUILDDIR="$b" -e ZV_SRCDIR="$src" -e ZV_TWO_HOST_FULL="$full" -e ZV_TWO_HOST_STAGED="$dir/stage" \
     ${ZV_TWO_HOST_TLS:+-e ZV_TWO_HOST_TLS="$ZV_TWO_HOST_TLS"} -- "$here/two-host-tests.sh" --guest \
     >"$dir/guest.out" 2>"$dir/guest.err" &
 gpid=$!; bg=$gpid

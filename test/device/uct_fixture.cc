@@ -152,6 +152,18 @@ void uct_test::close_side(uct_side &side)
 
 uct_ep_h uct_test::connect(uct_side &from, uct_side &to)
 {
+    uct_ep_h ep = create_ep(from, to);
+    if (ep == nullptr) {
+        return nullptr;
+    }
+    m_eps.push_back(ep);
+    EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }))
+            << "endpoint did not connect";
+    return ep;
+}
+
+uct_ep_h uct_test::create_ep(uct_side &from, uct_side &to)
+{
     uct_ep_params_t params = {};
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                         UCT_EP_PARAM_FIELD_IFACE_ADDR;
@@ -160,12 +172,6 @@ uct_ep_h uct_test::connect(uct_side &from, uct_side &to)
     params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(to.iface_addr.data());
     uct_ep_h ep = nullptr;
     EXPECT_EQ(UCS_OK, uct_ep_create(&params, &ep));
-    if (ep == nullptr) {
-        return nullptr;
-    }
-    m_eps.push_back(ep);
-    EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }))
-            << "endpoint did not connect";
     return ep;
 }
 

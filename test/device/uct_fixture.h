@@ -39,6 +39,8 @@ protected:
     void open_side(uct_side &side,
                    const std::vector<std::pair<const char *, const char *>> &modify = {});
     void close_side(uct_side &side);
+    /// Create an endpoint of 'from' to 'to' (connect-to-iface), no waiting.
+    uct_ep_h create_ep(uct_side &from, uct_side &to);
     /// Connect an endpoint of 'from' to 'to' and wait until it can send.
     uct_ep_h connect(uct_side &from, uct_side &to);
     /// Progress both sides once.

@@ -30,19 +30,6 @@ protected:
     bool is_uc() const { return tl() == "uc_zv"; }
     mutable std::string m_tl;
 
-    uct_ep_h create_ep(uct_side &from, uct_side &to)
-    {
-        uct_ep_params_t params = {};
-        params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        params.iface      = from.iface;
-        params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(to.dev_addr.data());
-        params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(to.iface_addr.data());
-        uct_ep_h ep       = nullptr;
-        EXPECT_EQ(UCS_OK, uct_ep_create(&params, &ep));
-        return ep;
-    }
-
     /// Progress 'sides' until pred() or 'timeout' seconds.
     template <typename P>
     static bool run_until(std::vector<uct_side *> sides, P pred, double timeout = 60)
