@@ -17,6 +17,9 @@ packages=(
     qemu-system-x86 busybox-static kmod cpio zstd xz-utils iproute2
     # two VMs (contrib/vm/run2.sh): sshd in the guests for mpirun's launcher
     openssh-server openssh-client
+    # unmodified MPI applications (test/device/mpi-suite.sh) and the
+    # benchmark driver's plots (contrib/bench/mpi-bench.sh)
+    hpcc lammps netpipe-openmpi gnuplot-nox
 )
 
 if [ "${1:-}" = --print ]; then
