@@ -172,7 +172,8 @@ void resolve_fault(int uffd, uint64_t address)
 
 // The monitor loop (thread or helper process). See the rationale above:
 // nothing here may block on anything but poll() or allocate or log.
-void event_loop(int uffd, int stop_fd, event_ring *ring)
+// Returns true when stopped, false on an error (set in the ring).
+bool event_loop(int uffd, int stop_fd, event_ring *ring)
 {
     struct uffd_msg msgs[64];
     uint64_t        faults[64];
@@ -185,15 +186,15 @@ void event_loop(int uffd, int stop_fd, event_ring *ring)
             }
             ring->set_error(errno);
             ring->poke();
-            return;
+            return false;
         }
         if (pfd[1].revents != 0) {
-            return; // stop requested, or the parent process is gone
+            return true; // stop requested, or the parent process is gone
         }
         if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
             ring->set_error(EIO);
             ring->poke();
-            return;
+            return false;
         }
 
         int nfaults = 0;
@@ -238,7 +239,7 @@ void event_loop(int uffd, int stop_fd, event_ring *ring)
         }
         if (ring->error() != 0) {
             ring->poke();
-            return;
+            return false;
         }
     }
 }
@@ -409,7 +410,16 @@ void *uffd_monitor::thread_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
-    event_loop(self->m_uffd, self->m_stop[0], self->m_ring);
+    if (event_loop(self->m_uffd, self->m_stop[0], self->m_ring)) {
+        // Stopped: from here on nobody reads events, yet this thread's exit
+        // (ASAN unmaps its per-thread data) and the owner's join (glibc may
+        // unmap cached thread stacks) can unmap memory inside a watched
+        // mapping and would wait forever for the read. Closing the
+        // descriptor first unregisters every range; the join tells the
+        // owner (m_uffd itself is the owner's to change).
+        close(self->m_uffd);
+        return self;
+    }
     return nullptr;
 }
 
@@ -444,7 +454,7 @@ ucs_status_t uffd_monitor::start_helper()
         sigfillset(&all);
         sigprocmask(SIG_BLOCK, &all, nullptr);
         close(m_stop[1]);
-        event_loop(m_uffd, m_stop[0], m_ring);
+        (void)event_loop(m_uffd, m_stop[0], m_ring);
         _exit(0);
     }
     m_helper = pid;
@@ -461,7 +471,11 @@ uffd_monitor::~uffd_monitor()
         close(m_stop[1]); // wakes the thread or the helper (POLLHUP)
     }
     if (owner && m_has_thread) {
-        pthread_join(m_thread, nullptr);
+        void *closed_uffd = nullptr;
+        pthread_join(m_thread, &closed_uffd);
+        if (closed_uffd != nullptr) {
+            m_uffd = -1; // closed by the thread (thread_main)
+        }
     }
     if (owner && (m_helper > 0)) {
         (void)waitpid(m_helper, nullptr, 0);
