@@ -139,7 +139,26 @@ protected:
             m_skip_reason = std::string(GetParam().name) + " monitor cannot run here: " + why;
             GTEST_SKIP() << m_skip_reason;
         }
+        if (is_uffd()) {
+            wait_monitor_running();
+        }
         ASSERT_EQ(UCS_OK, rcache::cache::create(cfg, &m_be, m_mon, "test", &m_cache));
+    }
+
+    // Under ASAN and TSAN a new thread maps memory of its own when it first
+    // runs, and the monitor's thread may first run long after create() (on
+    // two busy cores), in the middle of a test that unmaps memory and maps
+    // it again at the same address: it can take that address. A watched
+    // page unmapped here returns only once the monitor has read the event,
+    // so its thread is running when the test starts.
+    void wait_monitor_running()
+    {
+        char *w = map_pages(1);
+        ASSERT_NE(nullptr, w);
+        touch(w, k_page);
+        const auto start = reinterpret_cast<uintptr_t>(w);
+        EXPECT_EQ(UCS_OK, m_mon->watch(start, start + k_page));
+        munmap(w, k_page);
     }
 
     void TearDown() override
