@@ -606,39 +606,6 @@ bool deliver_data(ud_iface *iface, rx_conn *c, const ud_hdr &hdr, const char *,
     return true;
 }
 
-bool parse_packet(const char *pkt, size_t len, parsed_pkt *out)
-{
-    return (len >= grh_len) && parse_hdr(pkt + grh_len, len - grh_len, out);
-}
-
-bool parse_hdr(const char *pkt, size_t len, parsed_pkt *out)
-{
-    if (len < sizeof(ud_hdr)) {
-        return false;
-    }
-    std::memcpy(&out->hdr, pkt, sizeof(ud_hdr));
-    out->body     = pkt + sizeof(ud_hdr);
-    out->body_len = len - sizeof(ud_hdr);
-    if (out->hdr.magic != ud_hdr::magic_value) {
-        return false;
-    }
-    switch (out->hdr.type) {
-    case ud_hdr::data:
-        return out->hdr.am_id < UCT_AM_ID_MAX;
-    case ud_hdr::ack:
-    case ud_hdr::nak:
-        return true;
-    case ud_hdr::creq:
-        return out->body_len >= sizeof(creq_body);
-    case ud_hdr::crep:
-        return out->body_len >= sizeof(crep_body);
-    case ud_hdr::disc:
-        return out->body_len >= sizeof(disc_body);
-    default:
-        return false;
-    }
-}
-
 ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
 {
     if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
