@@ -3,11 +3,12 @@
  * allreduce (MPI_INT sum), alltoall (a distinct block per sender and
  * receiver) and bcast (the root changes every iteration).
  *
- * usage: zv_coll [-t allreduce|alltoall|bcast] [-s MIN] [-S MAX] [-i ITERS]
+ * usage: zv_coll [-t allreduce|alltoall|bcast|all] [-s MIN] [-S MAX] [-i ITERS]
  *                [-F] [-q]
  *   -s/-S  smallest and largest size in bytes, powers of 2 between
  *          (allreduce: whole vector, at least 4 B; alltoall: per peer)
  *   -i     iterations at small sizes (fewer at large sizes, at least 3)
+ *   -t all runs the three one after the other
  *   -F     fresh buffers every iteration (malloc/free, exercises the cache)
  * Any number of ranks. Prints "size  usec  errors" (usec: the slowest rank's
  * mean time per call); exits 1 on any data error.
@@ -104,47 +105,19 @@ static unsigned long one(const char *test, size_t size, unsigned it, int rank, i
     return bad;
 }
 
-int main(int argc, char **argv)
+/* The sweep of one collective; returns the corrupted blocks of all ranks. */
+static unsigned long sweep(const char *test, size_t min, size_t max, int iters, int fresh,
+                           int quiet, int rank, int nranks, unsigned char *sbuf,
+                           unsigned char *rbuf)
 {
-    const char *test = "allreduce";
-    size_t min = 1, max = 1u << 20, size, blen;
-    int iters = 100, fresh = 0, quiet = 0, opt, rank, nranks;
-    unsigned it = 0;
+    static unsigned it;
     unsigned long total = 0;
-    unsigned char *sbuf, *rbuf;
-
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    while ((opt = getopt(argc, argv, "t:s:S:i:Fq")) != -1) {
-        switch (opt) {
-        case 't': test = optarg; break;
-        case 's': min = strtoul(optarg, NULL, 0); break;
-        case 'S': max = strtoul(optarg, NULL, 0); break;
-        case 'i': iters = atoi(optarg); break;
-        case 'F': fresh = 1; break;
-        case 'q': quiet = 1; break;
-        default:
-            if (rank == 0) fprintf(stderr, "bad option\n");
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-    }
+    size_t size;
     if (!strcmp(test, "allreduce") && (min < sizeof(int))) min = sizeof(int);
-    if ((min == 0) || (max < min) || (iters < 1) || (max > (1u << 30) / (unsigned)nranks) ||
-        (strcmp(test, "allreduce") && strcmp(test, "alltoall") && strcmp(test, "bcast"))) {
-        if (rank == 0) {
-            fprintf(stderr, "usage: -t allreduce|alltoall|bcast, 0 < -s <= -S <= 1 GiB / ranks\n");
-        }
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    blen = strcmp(test, "alltoall") ? max : max * (size_t)nranks;
-    sbuf = xmalloc(blen);
-    rbuf = xmalloc(blen);
     if ((rank == 0) && !quiet) {
         printf("# zv_coll %s%s, %d ranks: size  usec  errors\n", test,
                fresh ? " (fresh buffers)" : "", nranks);
     }
-
     for (size = min; size <= max; size *= 2) {
         int n = iters, i;
         double dt = 0, dt_max = 0;
@@ -175,6 +148,50 @@ int main(int argc, char **argv)
         }
         total += bad_all;
         if (size > max / 2) break;
+    }
+    return total;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *all[] = {"allreduce", "alltoall", "bcast"};
+    const char *test = "allreduce";
+    size_t min = 1, max = 1u << 20;
+    int iters = 100, fresh = 0, quiet = 0, opt, rank, nranks, t;
+    unsigned long total = 0;
+    unsigned char *sbuf, *rbuf;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    while ((opt = getopt(argc, argv, "t:s:S:i:Fq")) != -1) {
+        switch (opt) {
+        case 't': test = optarg; break;
+        case 's': min = strtoul(optarg, NULL, 0); break;
+        case 'S': max = strtoul(optarg, NULL, 0); break;
+        case 'i': iters = atoi(optarg); break;
+        case 'F': fresh = 1; break;
+        case 'q': quiet = 1; break;
+        default:
+            if (rank == 0) fprintf(stderr, "bad option\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if ((min == 0) || (max < min) || (max < sizeof(int)) || (iters < 1) ||
+        (max > (1u << 30) / (unsigned)nranks) ||
+        (strcmp(test, "allreduce") && strcmp(test, "alltoall") && strcmp(test, "bcast") &&
+         strcmp(test, "all"))) {
+        if (rank == 0) {
+            fprintf(stderr, "usage: -t allreduce|alltoall|bcast|all, 0 < -s <= -S <= 1 GiB / ranks\n");
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    sbuf = xmalloc(max * (size_t)nranks);
+    rbuf = xmalloc(max * (size_t)nranks);
+    for (t = 0; t < 3; ++t) {
+        if (!strcmp(test, "all") || !strcmp(test, all[t])) {
+            total += sweep(all[t], min, max, iters, fresh, quiet, rank, nranks, sbuf, rbuf);
+        }
     }
     if ((rank == 0) && total) {
         fprintf(stderr, "zv_coll: %lu block(s) arrived corrupted\n", total);

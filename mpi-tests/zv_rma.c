@@ -3,8 +3,9 @@
  * put, get and accumulate (MPI_INT sum) to the right-hand neighbour, on a
  * window over ordinary malloc'd memory (MPI_Win_create, no MPI_Alloc_mem).
  *
- * usage: zv_rma [-t put|get|acc] [-m fence|lock] [-s MIN] [-S MAX] [-i ITERS]
+ * usage: zv_rma [-t put|get|acc|all] [-m fence|lock] [-s MIN] [-S MAX] [-i ITERS]
  *               [-q]
+ *   -t all runs the three one after the other
  *   -m  synchronisation: fence epochs (active target), or one lock_all
  *       epoch with MPI_Win_flush after each operation (passive target)
  *   -s/-S  smallest and largest size in bytes, powers of 2 between
@@ -45,56 +46,28 @@ static int elem(size_t j, int r, unsigned it)
     return (int)((j * 17u + (unsigned)r * 5u + it * 3u) & 0xfffffu);
 }
 
-int main(int argc, char **argv)
-{
-    const char *test = "put", *mode = "fence";
-    size_t min = 1, max = 1u << 20, size, i;
-    int iters = 100, quiet = 0, opt, rank, nranks, right, left, lock;
-    unsigned it = 0;
-    unsigned long total = 0;
-    unsigned char *win_mem, *obuf;
+/* Everything one sweep needs. */
+struct rma {
     MPI_Win win;
+    unsigned char *win_mem, *obuf;
+    size_t max;
+    int iters, lock, rank, nranks, right, left;
+    unsigned it;
+};
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    while ((opt = getopt(argc, argv, "t:m:s:S:i:q")) != -1) {
-        switch (opt) {
-        case 't': test = optarg; break;
-        case 'm': mode = optarg; break;
-        case 's': min = strtoul(optarg, NULL, 0); break;
-        case 'S': max = strtoul(optarg, NULL, 0); break;
-        case 'i': iters = atoi(optarg); break;
-        case 'q': quiet = 1; break;
-        default:
-            if (rank == 0) fprintf(stderr, "bad option\n");
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-    }
+/* The sweep of one operation; returns the wrong results of all ranks. */
+static unsigned long sweep(struct rma *x, const char *test, size_t min, int quiet)
+{
+    MPI_Win win = x->win;
+    unsigned char *win_mem = x->win_mem, *obuf = x->obuf;
+    size_t max = x->max, size, i;
+    int iters = x->iters, lock = x->lock, rank = x->rank, right = x->right, left = x->left;
+    unsigned long total = 0;
     if (!strcmp(test, "acc") && (min < sizeof(int))) min = sizeof(int);
-    if ((nranks < 2) || (min == 0) || (max < min) || (iters < 1) || (max > (1u << 30)) ||
-        (strcmp(test, "put") && strcmp(test, "get") && strcmp(test, "acc")) ||
-        (strcmp(mode, "fence") && strcmp(mode, "lock"))) {
-        if (rank == 0) {
-            fprintf(stderr, "usage: >= 2 ranks; -t put|get|acc, -m fence|lock, 0 < -s <= -S\n");
-        }
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    lock = !strcmp(mode, "lock");
-    right = (rank + 1) % nranks;
-    left = (rank + nranks - 1) % nranks;
-    win_mem = malloc(2 * max);
-    obuf = malloc(2 * max);
-    if ((win_mem == NULL) || (obuf == NULL)) {
-        fprintf(stderr, "out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    memset(win_mem, 0, 2 * max);
-    MPI_Win_create(win_mem, (MPI_Aint)(2 * max), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     if ((rank == 0) && !quiet) {
-        printf("# zv_rma %s (%s), %d ranks: size  usec  errors\n", test, mode, nranks);
+        printf("# zv_rma %s (%s), %d ranks: size  usec  errors\n", test, lock ? "lock" : "fence",
+               x->nranks);
     }
-
     for (size = min; size <= max; size *= 2) {
         int n = iters, k;
         size_t cnt = size / sizeof(int);
@@ -115,8 +88,9 @@ int main(int argc, char **argv)
         }
         for (k = 0; k < n + 1; ++k) {          /* k = 0 is a warm-up */
             size_t half = (size_t)(k % 2) * max;
+            unsigned it;
             size_t off = ((size_t)k * 64) % (max - size + 1) + (size_t)(k % 2) * max;
-            ++it;
+            it = ++x->it;
             if (!strcmp(test, "put")) {
                 for (i = 0; i < size; ++i) obuf[i] = pattern(i, (unsigned)rank, it);
             } else if (!strcmp(test, "acc")) {
@@ -175,12 +149,70 @@ int main(int argc, char **argv)
         total += bad_all;
         if (size > max / 2) break;
     }
-    MPI_Win_free(&win);
+    return total;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *all[] = {"put", "get", "acc"};
+    const char *test = "put", *mode = "fence";
+    size_t min = 1, max = 1u << 20;
+    int iters = 100, quiet = 0, opt, rank, nranks, t;
+    unsigned long total = 0;
+    struct rma x;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    while ((opt = getopt(argc, argv, "t:m:s:S:i:q")) != -1) {
+        switch (opt) {
+        case 't': test = optarg; break;
+        case 'm': mode = optarg; break;
+        case 's': min = strtoul(optarg, NULL, 0); break;
+        case 'S': max = strtoul(optarg, NULL, 0); break;
+        case 'i': iters = atoi(optarg); break;
+        case 'q': quiet = 1; break;
+        default:
+            if (rank == 0) fprintf(stderr, "bad option\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if ((nranks < 2) || (min == 0) || (max < min) || (max < sizeof(int)) || (iters < 1) ||
+        (max > (1u << 30)) ||
+        (strcmp(test, "put") && strcmp(test, "get") && strcmp(test, "acc") && strcmp(test, "all")) ||
+        (strcmp(mode, "fence") && strcmp(mode, "lock"))) {
+        if (rank == 0) {
+            fprintf(stderr, "usage: >= 2 ranks; -t put|get|acc|all, -m fence|lock, 0 < -s <= -S\n");
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    x.lock = !strcmp(mode, "lock");
+    x.rank = rank;
+    x.nranks = nranks;
+    x.right = (rank + 1) % nranks;
+    x.left = (rank + nranks - 1) % nranks;
+    x.max = max;
+    x.iters = iters;
+    x.it = 0;
+    x.win_mem = malloc(2 * max);
+    x.obuf = malloc(2 * max);
+    if ((x.win_mem == NULL) || (x.obuf == NULL)) {
+        fprintf(stderr, "out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    memset(x.win_mem, 0, 2 * max);
+    MPI_Win_create(x.win_mem, (MPI_Aint)(2 * max), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &x.win);
+    for (t = 0; t < 3; ++t) {
+        if (!strcmp(test, "all") || !strcmp(test, all[t])) {
+            total += sweep(&x, all[t], min, quiet);
+        }
+    }
+    MPI_Win_free(&x.win);
     if ((rank == 0) && total) {
         fprintf(stderr, "zv_rma: %lu operation(s) left wrong data\n", total);
     }
-    free(win_mem);
-    free(obuf);
+    free(x.win_mem);
+    free(x.obuf);
     MPI_Finalize();
     return total ? 1 : 0;
 }

@@ -6,7 +6,7 @@ set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${ZV_BUILDDIR:-$(pwd)}
 build=$(cd "$build" && pwd)
-timeout=${ZV_DEVICE_TIMEOUT:-1200}
+timeout=${ZV_DEVICE_TIMEOUT:-2700}   # the MPI suite and applications (mpi-suite.sh) take ~15 min
 echo "device tier: build $build, timeout ${timeout}s"
 # The harness itself first: exit statuses, timeouts, clean-up.
 if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
