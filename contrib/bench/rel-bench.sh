@@ -46,7 +46,13 @@ pt() {
     local port=$((20000 + RANDOM % 20000))
     LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port "$@" > "$tmp/srv" 2>&1 &
     local spid=$!
-    sleep 2
+    # The server listens once it has opened its transports: slow under
+    # emulation, so wait for it (up to 60 s) instead of a fixed sleep.
+    local w
+    for ((w = 0; w < 120; ++w)); do
+        ss -ltn 2>/dev/null | grep -q ":$port " && break
+        sleep 0.5
+    done
     LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port -f "$@" 127.0.0.1 > "$tmp/cli" 2>&1 || true
     wait $spid || true
     awk -v c="$col" '$1 ~ /^[0-9]+$/ && NF >= 8 {v = $(c - 1)} END {print (v == "" ? "nan" : v)}' "$tmp/cli"
@@ -67,7 +73,7 @@ for ((i = 1; i <= rounds; ++i)); do
                   UCX_TLS=ud_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     for tl in rc_verbs rc_zv uc_zv; do
         r[plat_$tl]+=" $(pt 3 -t put_lat -x $tl -d "$dev:1" -s 8 -n "$lat_iters")"
-        r[pbw_$tl]+=" $(pt 7 -t put_bw -x $tl -d "$dev:1" -s 16384 -n $((bw_iters * 20)))"
+        r[pbw_$tl]+=" $(pt 7 -t put_bw -x $tl -d "$dev:1" -D zcopy -s 16384 -n $((bw_iters * 20)))"
     done
     r[tbw_rc_verbs]+=" $(UCX_TLS=rc_verbs,ud_verbs,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     r[tbw_rc_zv]+=" $(UCX_TLS=rc_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
