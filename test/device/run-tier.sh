@@ -1,21 +1,40 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Device tier: run test/device/device-tests.sh in the Soft-RoCE VM (or
-# directly on a host with an active RDMA port). Called by `make check-device`.
+# directly on a host with an active RDMA port), then the two-host stage
+# (test/device/two-host-tests.sh: two VMs joined by a virtual wire). Called
+# by `make check-device`. Fails when either stage fails; the exit status is
+# the first stage's when it failed, else the second's.
+#   ZV_TWO_HOST_STAGE=auto|1|0  run the two-host stage: auto (default) runs
+#                               it unless this host has an active RDMA port
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${ZV_BUILDDIR:-$(pwd)}
 build=$(cd "$build" && pwd)
-timeout=${ZV_DEVICE_TIMEOUT:-2700}   # the MPI suite and applications (mpi-suite.sh) take ~15 min
+timeout=${ZV_DEVICE_TIMEOUT:-1200}
 echo "device tier: build $build, timeout ${timeout}s"
+hca=0
+if ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then hca=1; fi
 # The harness itself first: exit statuses, timeouts, clean-up.
-if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
+if [ $hca = 0 ]; then
     "$src/contrib/vm/test-harness.sh" || { echo "device tier: the VM harness is broken"; exit 1; }
 fi
 # The UCX sources the build used: make (install) inside the VM must see the
 # same headers its dependency files name, wherever they were unpacked.
 ucx_src=$(sed -n 's/^UCX_SRC = //p' "$build/Makefile")
-exec "$src/contrib/vm/run.sh" --timeout "$timeout" --cpus 2 --share "$src" --share "$build" \
+status=0
+"$src/contrib/vm/run.sh" --timeout "$timeout" --cpus 2 --share "$src" --share "$build" \
     ${ucx_src:+--share "$ucx_src"} \
     -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
-    "$src/test/device/device-tests.sh"
+    "$src/test/device/device-tests.sh" || status=$?
+
+stage=${ZV_TWO_HOST_STAGE:-auto}
+if [ "$stage" = 0 ] || { [ "$stage" = auto ] && [ $hca = 1 ]; }; then
+    echo "device tier: two-host stage not run (ZV_TWO_HOST_STAGE=$stage$([ $hca = 0 ] || echo ', active RDMA port here'))"
+    exit $status
+fi
+echo "device tier: two-host stage"
+rc=0
+ZV_BUILDDIR=$build ZV_SRCDIR=$src "$src/test/device/two-host-tests.sh" || rc=$?
+[ $status != 0 ] || status=$rc
+exit $status
