@@ -143,8 +143,10 @@ guest() {
         [ $rc = 0 ] || { tail -n 5 "$tmp/$name.err"; [ $rc != 124 ] || echo "   (timed out after $limit s)"; }
         return $rc
     }
-    # The first and last figures of a run: "size value errors" lines.
-    figures() { awk -v u="$2" 'NF == 3 { l = $1 " B " $2 " " u } NF == 3 && !f { f = l } END { print f "; " l }' "$1"; }
+    # Figures of a run ("size value errors" lines): 8 B (or the first) and the last size.
+    figures() {
+        awk -v u="$2" 'NF == 3 { l = $1 " B " $2 " " u; if (!f || $1 == 8) f = l } END { print f "; " l }' "$1"
+    }
     crossed() { # NAME MIN_PACKETS: both directions carried traffic, counted on both ends
         awk -v m="$2" '{ exit !($1 >= m && $4 >= m && $3 >= m && $2 >= m) }' "$tmp/$1.cnt"
     }
