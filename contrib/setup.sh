@@ -13,6 +13,8 @@ packages=(
     # tests and tools
     libgtest-dev googletest valgrind rdma-core ibverbs-providers ibverbs-utils
     perftest
+    # fuzzing (libFuzzer) and sanitizer builds: test/fuzz/run.sh, test/unit/{asan,tsan}.sh
+    clang libclang-rt-dev
     # the Soft-RoCE VM (Debian's kernel is fetched by contrib/vm/fetch-kernel.sh)
     qemu-system-x86 busybox-static kmod cpio zstd xz-utils iproute2
     # two VMs (contrib/vm/run2.sh): sshd in the guests for mpirun's launcher

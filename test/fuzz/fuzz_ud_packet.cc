@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Fuzz target: the receive-side validation of ud_zv and uc_zv
+// (src/ud/ud_wire.cc): parse_packet, a datagram as the UD QP hands it over
+// (40-byte GRH, ud_hdr, body), and parse_hdr, the same without GRH (a SEND
+// on a uc_zv queue pair). Every input goes through both.
+#include "ud/ud_iface.h"
+
+#include "fuzz_common.h"
+
+#include <cstring>
+
+using namespace zv::ud;
+
+namespace {
+
+/// 'p' was accepted from [pkt, pkt + size) whose header starts at 'hdr_off'.
+void check_accepted(const char *pkt, size_t size, size_t hdr_off, const parsed_pkt &p)
+{
+    // The header and the body lie inside the packet...
+    ZV_FUZZ_CHECK(size >= hdr_off + sizeof(ud_hdr));
+    ZV_FUZZ_CHECK(p.body == pkt + hdr_off + sizeof(ud_hdr));
+    ZV_FUZZ_CHECK(p.body_len == size - hdr_off - sizeof(ud_hdr));
+    ZV_FUZZ_CHECK(std::memcmp(&p.hdr, pkt + hdr_off, sizeof(ud_hdr)) == 0);
+    ZV_FUZZ_CHECK(p.hdr.magic == ud_hdr::magic_value);
+    (void)zv::fuzz::read_all(p.body, p.body_len);
+    // ...and every field the receive path then reads without further checks
+    // is in range: the AM id indexes UCT's handler table, the bodies are
+    // copied out whole (ud_iface.cc: handle_creq, the DISC case,
+    // handle_ep_packet; uc.cc: uc_handle).
+    switch (p.hdr.type) {
+    case ud_hdr::data:
+        ZV_FUZZ_CHECK(p.hdr.am_id < UCT_AM_ID_MAX);
+        break;
+    case ud_hdr::ack:
+    case ud_hdr::nak:
+        break;
+    case ud_hdr::creq: {
+        creq_body b;
+        ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
+        std::memcpy(&b, p.body, sizeof(b));
+        break;
+    }
+    case ud_hdr::crep: {
+        crep_body b;
+        ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
+        std::memcpy(&b, p.body, sizeof(b));
+        break;
+    }
+    case ud_hdr::disc: {
+        disc_body b;
+        ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
+        std::memcpy(&b, p.body, sizeof(b));
+        break;
+    }
+    default:
+        ZV_FUZZ_CHECK(!"an unknown packet type was accepted");
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    // libFuzzer's buffer is exactly 'size' bytes on the heap: any read past
+    // it is reported by ASAN.
+    const char *pkt = reinterpret_cast<const char *>(data);
+    parsed_pkt  p;
+    if (parse_packet(pkt, size, &p)) {
+        check_accepted(pkt, size, grh_len, p);
+    }
+    if (parse_hdr(pkt, size, &p)) {
+        check_accepted(pkt, size, 0, p);
+    }
+    return 0;
+}

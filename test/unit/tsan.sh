@@ -1,0 +1,85 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The registration cache and monitor unit tests (the sources listed in
+# src/rcache/rcache.am, with test/unit/main.cc) compiled with ThreadSanitizer
+# into a work directory of their own, then run: any data race, lock-order
+# inversion or thread leak fails. Nothing in the build tree changes.
+#
+# usage: test/unit/tsan.sh            (`make check`: long loops at 10 %)
+#        ZV_TEST_SCALE=100 test/unit/tsan.sh     (full length)
+# env:   ZV_BUILDDIR, ZV_JOBS (test/sanitizer-env.sh); ZV_SAN_WORK (keep the
+#        build there, incremental); ZV_SAN_TIMEOUT (seconds, default 900);
+#        extra arguments go to the test binary.
+set -u
+. "$(dirname "$0")/../sanitizer-env.sh"
+
+cxx=${ZV_SAN_CXX:-g++}
+tmp=0
+if [ -n "${ZV_SAN_WORK:-}" ]; then
+    work=$ZV_SAN_WORK/tsan
+    mkdir -p "$work"
+else
+    work=$(mktemp -d "${TMPDIR:-/tmp}/zv-tsan.XXXXXX")
+    tmp=1
+fi
+
+# The .cc files of one '+=' block of rcache.am.
+am_sources()
+{
+    awk -v v="$1" '$1 == v && $2 == "+=" { on = 1; next } on { print; if ($NF != "\\") exit }' \
+        "$zv_srcdir/src/rcache/rcache.am" | tr ' \t\\' '\n\n\n' | grep '\.cc$' | paste -sd, -
+}
+core=$(am_sources libzv_core_la_SOURCES)
+tests=$(am_sources test_unit_zv_unit_SOURCES)
+[ -n "$core" ] && [ -n "$tests" ] || { echo "FAIL: no source lists in src/rcache/rcache.am"; exit 1; }
+
+san="-fsanitize=thread"
+start=$(date +%s)
+# The library at -O1, the tests at -O0 (half the compile time).
+if ! zv_build "$work" "$cxx" "-std=gnu++17 -O1 -g1 $san -I$zv_srcdir/test/unit" "-O0" "$san" \
+        "zv_rcache_tsan=test/unit/main.cc,$core,$tests"; then
+    cat "$work/build.log"
+    echo "FAIL: building the cache and monitor tests with $san"
+    exit 1
+fi
+echo "built the cache and monitor tests with TSAN in $(( $(date +%s) - start )) s"
+
+# Unsupported under TSAN (skipped, and said so). UCM's hooks and TSAN cannot
+# share a process: UCM patches libc's own calls too, so glibc's madvise() of
+# an exiting thread's stack runs UCM code that takes a pthread rwlock after
+# TSAN has torn down that thread's state, and TSAN's interceptor crashes
+# (SIGSEGV in __tsan::MutexPreReadLock <- ucm_event_enter <- ucm_madvise <-
+# advise_stack_range). Any UCM event handler installs the hooks for the
+# whole process, so UCM events are turned off (UCX_MEM_EVENTS=no) for the
+# whole run, which also takes the uffd monitor's one UCM helper away.
+export UCX_MEM_EVENTS=no
+skip=(
+    "*/ucm|the ucm monitor: UCM's hooks crash TSAN at thread exit (UCX_MEM_EVENTS=no here)"
+    "*shmat_remap_and_shmdt/uffd*|uffd sees shmat(SHM_REMAP) only through UCM's shmat event, off here"
+)
+for s in "${skip[@]}"; do
+    echo "SKIP: ${s%%|*}: ${s#*|}"
+done
+filter=${ZV_TSAN_FILTER:-*}
+neg=$(printf '%s\n' "${skip[@]}" | sed -n 's/|.*//p' | paste -sd: -)
+[ -n "$neg" ] && filter="$filter-$neg"
+
+export ZV_TEST_SCALE=${ZV_TEST_SCALE:-10}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=1}
+start=$(date +%s)
+# A hang is a failure too (timeout kills the test and its forked children).
+timeout -k 10 "${ZV_SAN_TIMEOUT:-900}" "$work/zv_rcache_tsan" --gtest_filter="$filter" "$@" \
+    > "$work/run.log" 2>&1
+rc=$?
+[ $rc = 124 ] && echo "FAIL: still running after ${ZV_SAN_TIMEOUT:-900} s: a hang? The last lines:" &&
+    tail -5 "$work/run.log"
+grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^\[  STRAY|WARNING: ThreadSanitizer|SUMMARY:' "$work/run.log"
+echo "ran in $(( $(date +%s) - start )) s (ZV_TEST_SCALE=$ZV_TEST_SCALE)"
+if [ $rc != 0 ]; then
+    grep -A40 'WARNING: ThreadSanitizer' "$work/run.log" | head -80
+    echo "FAIL: cache and monitor tests under TSAN (exit $rc)"
+    echo "work directory kept: $work"
+    exit 1
+fi
+[ $tmp = 1 ] && rm -rf "$work"
+echo "PASS: cache and monitor tests under TSAN"
