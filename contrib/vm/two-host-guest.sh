@@ -21,7 +21,7 @@ set -eu
 die() { echo "zverbs-vm2 ($role): $*" >&2; exit 125; }
 
 role=${1:-}
-case "$role" in a|b) shift ;; *) role=?; die "usage: two-host-guest.sh a -- command... | b" ;; esac
+case "$role" in a|b) shift ;; *) role='?'; die "usage: two-host-guest.sh a -- command... | b" ;; esac
 if [ "$role" = a ]; then
     [ "${1:-}" = -- ] || die "usage: two-host-guest.sh a -- command..."
     shift
@@ -50,8 +50,8 @@ awk '{print $2 " slots=1"}' "$dir/hosts" >/etc/zverbs/hostfile
 
 # --- ssh: per-run keys copied into the VM's tmpfs (sshd checks modes) -----
 k=/run/zv-ssh
-mkdir -p -m 700 $k
-mkdir -p -m 755 /run/sshd
+[ -d $k ] || mkdir -m 700 $k
+[ -d /run/sshd ] || mkdir -m 755 /run/sshd
 cp "$dir/keys/host_$role" $k/host_key
 cp "$dir/keys/id" $k/id
 cp "$dir/keys/known_hosts" "$dir/keys/authorized_keys" $k/

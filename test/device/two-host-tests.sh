@@ -87,7 +87,7 @@ guest() {
     check "Open MPI component ${comp:-mca_rcache_zverbs.so} in place on zv-a and $peer" \
         sh -c "[ -n '$comp' ] && [ -f '$comp' ] && ssh $peer test -f '$comp'"
 
-    local mpirun=(mpirun --allow-run-as-root -np 2 --host zv-a,$peer)
+    local mpirun=(mpirun --allow-run-as-root -np 2 --host "zv-a,$peer")
     "${mpirun[@]}" hostname >"$tmp/where" 2>&1
     check "mpirun -np 2 --host zv-a,$peer: one rank on each VM" \
         [ "$(sort "$tmp/where" | tr '\n' ' ')" = "zv-a $peer " ]
@@ -129,8 +129,8 @@ guest() {
     # counter deltas land in $tmp/NAME.cnt.
     osu() {
         local name=$1 tl=$2 test=$3 min=$4 max=$5 iters=$6 rc c0 c1 t
-        # shellcheck disable=SC2046  # tl_args prints words
         c0=$(counters); t=$(now)
+        # shellcheck disable=SC2046  # tl_args prints words
         timeout -k 10 $limit "${mpirun[@]}" --mca pml ucx --mca pml_ucx_devices rxe0 \
             -x UCX_NET_DEVICES=rxe0:1 $(tl_args "$tl") \
             "$b/mpi-tests/zv_osu" -t "$test" -s "$min" -S "$max" -i "$iters" -q \
@@ -161,7 +161,7 @@ guest() {
             if [ $test = lat ]; then osu $name $tl lat 1 $lat_max $lat_iters || rc=$?
             else osu $name $tl bw 1 $bw_max $bw_iters || rc=$?; fi
             check "$tl $test across the wire, data validated" [ $rc = 0 ]
-            echo "   $(figures "$tmp/$name" $([ $test = lat ] && echo us || echo MB/s))"
+            echo "   $(figures "$tmp/$name" "$([ $test = lat ] && echo us || echo MB/s)")"
             check "$tl $test: rxe counters on both VMs show the traffic crossed (>= 100 packets each way)" \
                 crossed $name 100
             # Lossless: the counts agree (to 0.1 %: the four reads are not
@@ -180,7 +180,7 @@ guest() {
                 if [ $test = lat ]; then osu $name $tl lat 1 $fault_lat_max $fault_iters || rc=$?
                 else osu $name $tl bw 1 $fault_bw_max $fault_iters || rc=$?; fi
                 check "$tl $test with $fault, data validated" [ $rc = 0 ]
-                echo "   $(figures "$tmp/$name" $([ $test = lat ] && echo us || echo MB/s))"
+                echo "   $(figures "$tmp/$name" "$([ $test = lat ] && echo us || echo MB/s)")"
                 case "$fault" in loss*)
                     check "$tl $test with $fault: packets were lost and recovered" \
                         awk '{ exit !($1 > $4 || $3 > $2) }' "$tmp/$name.cnt" ;;
@@ -361,7 +361,7 @@ gp=$(grep -c '^ok ' "$dir/guest.out"); gf=$(grep -c '^FAIL' "$dir/guest.out"); g
 pass=$((pass + gp)) fail=$((fail + gf)) skip=$((skip + gs))
 check "the guest part ran to its end (run2.sh exit $rc, $((SECONDS - t)) s)" \
     grep -q '^guest: [0-9]* passed' "$dir/guest.out"
-check "run2.sh exit status is the guest part's ($rc)" [ $rc = $([ "$gf" = 0 ] && echo 0 || echo 1) ]
+check "run2.sh exit status is the guest part's ($rc)" [ $rc = "$([ "$gf" = 0 ] && echo 0 || echo 1)" ]
 check "run2.sh: arguments arrive verbatim" grep -qxF "arguments: [a b] [c'd]" "$dir/guest.out"
 check "run2.sh: stderr stays on stderr" \
     sh -c "grep -qx 'a line on stderr' '$dir/guest.err' && ! grep -q 'a line on stderr' '$dir/guest.out'"
