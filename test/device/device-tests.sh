@@ -99,7 +99,9 @@ for pt_tls in ud_zv,self uc_zv,self; do
     perftest ${pt_tls%%,*}_tag_bw tag_bw 1048576
 done
 pt_tls=uc_zv,self
-perftest uc_put_bw ucp_put_bw 1048576
+# uc_zv puts run at ~1 MB/s here under load (an open performance problem): 20
+# iterations keep this a functional check inside the 120 s limit.
+perftest uc_put_bw ucp_put_bw 1048576 -n 20
 
 # ---- Open MPI: the installed component brings the module in, no LD_PRELOAD.
 # The VM's root is an overlay: installing here changes nothing on the host.
