@@ -13,7 +13,11 @@
 #        the device:  ZV_BUILDDIR=B ZV_SRCDIR=S test/device/mpi-suite.sh
 #        (installs the build first; prints its own totals).
 # Environment: ZV_MPI_TLS (default "rc_zv ud_zv uc_zv": transports to try;
-# one not offered by the module is printed as "not landed", not counted).
+# one not offered by the module is printed as "not landed", not counted);
+# ZV_MPI_HPCC_TLS (default rc_zv): the transports hpcc runs over. hpcc's
+# LatencyBandwidth section alone took 157 s over rc_zv and 528 s over ud_zv
+# in the VM, too long for CI on every transport; "rc_zv ud_zv uc_zv" runs
+# it over all of them.
 if ! declare -F check > /dev/null; then      # standalone
     set -u
     b=${ZV_BUILDDIR:?}; s=${ZV_SRCDIR:?}
@@ -70,24 +74,26 @@ for ms_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
     echo "---- MPI suite over $ms_tl"
     # point to point beyond device-tests.sh's lat/bw: bibw, 2 pairs, fresh
     # (4 ranks on 2 CPUs are oversubscribed: slow, checked for data only)
-    ms_prog "bibw 1 B..256 KiB validated" "$ms_tl" 2 -- "$ms_t/zv_osu" -t bibw -S 262144 -i 8
-    ms_prog "multi-pair bw 1 B..64 KiB validated" "$ms_tl" 4 -- "$ms_t/zv_osu" -t bw -S 65536 -i 4
+    ms_prog "bibw 1 B..64 KiB validated" "$ms_tl" 2 -- "$ms_t/zv_osu" -t bibw -S 65536 -i 8
+    ms_prog "multi-pair bw 1 B..16 KiB validated" "$ms_tl" 4 -- "$ms_t/zv_osu" -t bw -S 16384 -i 2
     ms_prog "lat 1 B..1 MiB, a fresh buffer every iteration" "$ms_tl" 2 -- \
-        "$ms_t/zv_osu" -t lat -S 1048576 -i 8 -F
+        "$ms_t/zv_osu" -t lat -S 1048576 -i 4 -F
     # collectives, 4 ranks (tree/pairwise algorithms, not just 2-rank cases)
-    ms_prog "allreduce, alltoall, bcast 1 B..64 KiB validated" "$ms_tl" 4 -- \
-        "$ms_t/zv_coll" -t all -S 65536 -i 3
+    ms_prog "allreduce, alltoall, bcast 1 B..16 KiB validated" "$ms_tl" 4 -- \
+        "$ms_t/zv_coll" -t all -S 16384 -i 2
     # one-sided over UCX (Debian disables osc ucx unless asked for)
     for ms_m in fence lock; do
-        ms_prog "one-sided put, get, acc ($ms_m) 1 B..256 KiB validated" "$ms_tl" 2 --mca osc ucx -- \
-            "$ms_t/zv_rma" -t all -m $ms_m -S 262144 -i 3
+        ms_prog "one-sided put, get, acc ($ms_m) 1 B..64 KiB validated" "$ms_tl" 2 --mca osc ucx -- \
+            "$ms_t/zv_rma" -t all -m $ms_m -S 65536 -i 2
     done
     # registration cache stress: the kernel notifier and cache-off must be
     # clean in every mode; the intercept (ucm) cannot see direct system
-    # calls by design, so only its libc modes are asserted.
-    for ms_mon in uffd ucm none; do
+    # calls by design, so only its libc modes are asserted. (device-tests.sh
+    # already runs uffd and none over rc_zv.)
+    ms_mons="uffd ucm none"; [ $ms_tl != rc_zv ] || ms_mons=ucm
+    for ms_mon in $ms_mons; do
         ms_t1=$SECONDS
-        ms_run "$ms_tl" 2 -x UCX_ZV_RCACHE_MONITOR=$ms_mon "$ms_t/zv_cache_stress" -n 4 \
+        ms_run "$ms_tl" 2 -x UCX_ZV_RCACHE_MONITOR=$ms_mon "$ms_t/zv_cache_stress" -n 3 \
             > "$ms_dir/cs" 2>&1; ms_rc=$?
         grep -vE '^-+$|^$' "$ms_dir/cs" | head -n 8 | sed "s/^/  [$ms_mon] /"
         echo "  ($((SECONDS - ms_t1)) s)"
@@ -102,19 +108,23 @@ for ms_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
 
     # ---- unmodified applications
     # hpcc: HPL, PTRANS, FFT, RandomAccess, STREAM, DGEMM, b_eff at N=200
-    ms_t1=$SECONDS
-    mkdir -p "$ms_dir/hpcc.$ms_tl"
-    sed 's/N_HERE/200/' "$s/mpi-tests/apps/hpccinf.txt" > "$ms_dir/hpcc.$ms_tl/hpccinf.txt"
-    (cd "$ms_dir/hpcc.$ms_tl" && ms_run "$ms_tl" 2 hpcc) > "$ms_dir/hpcc.log" 2>&1; ms_rc=$?
-    ms_f=$ms_dir/hpcc.$ms_tl/hpccoutf.txt
-    grep -E '^(Success|HPL_Tflops|PTRANS_residual|MPIRandomAccess_Errors|MPIFFT_maxErr)=' "$ms_f" 2>/dev/null | tr '\n' ' '
-    awk '/^Begin of .* section/ {n = $3} /^Current time \(/ {t = substr($3, 2) + 0; if (p) s[n] += t - p; p = t}
-         END {for (k in s) if (s[k] > 1) printf "%s %ds, ", k, s[k]}' "$ms_f" 2>/dev/null
-    echo "($((SECONDS - ms_t1)) s)"
-    check "hpcc over $ms_tl: exit 0, Success=1, no failed residual checks, no RandomAccess errors" \
-        bash -c "test $ms_rc = 0 && grep -q '^Success=1\$' '$ms_f' &&
-                 ! grep -qE '^ *[1-9][0-9]* tests? completed and failed' '$ms_f' &&
-                 ! grep -qE '^MPIRandomAccess(_LCG)?_Errors=[^0]' '$ms_f'"
+    if [[ " ${ZV_MPI_HPCC_TLS:-rc_zv} " != *" $ms_tl "* ]]; then
+        echo "SKIP: hpcc over $ms_tl (not in ZV_MPI_HPCC_TLS)"
+    else
+        ms_t1=$SECONDS
+        mkdir -p "$ms_dir/hpcc.$ms_tl"
+        sed 's/N_HERE/200/' "$s/mpi-tests/apps/hpccinf.txt" > "$ms_dir/hpcc.$ms_tl/hpccinf.txt"
+        (cd "$ms_dir/hpcc.$ms_tl" && ms_run "$ms_tl" 2 hpcc) > "$ms_dir/hpcc.log" 2>&1; ms_rc=$?
+        ms_f=$ms_dir/hpcc.$ms_tl/hpccoutf.txt
+        grep -E '^(Success|HPL_Tflops|PTRANS_residual|MPIRandomAccess_Errors|MPIFFT_maxErr)=' "$ms_f" 2>/dev/null | tr '\n' ' '
+        awk '/^Begin of .* section/ {n = $3} /^Current time \(/ {t = substr($3, 2) + 0; if (p) s[n] += t - p; p = t}
+             END {for (k in s) if (s[k] > 1) printf "%s %ds, ", k, s[k]}' "$ms_f" 2>/dev/null
+        echo "($((SECONDS - ms_t1)) s)"
+        check "hpcc over $ms_tl: exit 0, Success=1, no failed residual checks, no RandomAccess errors" \
+            bash -c "test $ms_rc = 0 && grep -q '^Success=1\$' '$ms_f' &&
+                     ! grep -qE '^ *[1-9][0-9]* tests? completed and failed' '$ms_f' &&
+                     ! grep -qE '^MPIRandomAccess(_LCG)?_Errors=[^0]' '$ms_f'"
+    fi
     # LAMMPS: thermo output identical to the reference (same input, same
     # rank count, same decomposition: the transport only moves bytes)
     ms_t1=$SECONDS
@@ -125,7 +135,7 @@ for ms_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
         bash -c "test $ms_rc = 0 && test -s '$ms_dir/thermo.$ms_tl' && cmp -s '$ms_dir/thermo.ref' '$ms_dir/thermo.$ms_tl'"
     # NetPIPE integrity mode: every size (with +-3 B perturbations) checked
     ms_t1=$SECONDS
-    (cd "$ms_dir" && ms_run "$ms_tl" 2 NPopenmpi -i -n 3 -u 1048576 -o /dev/null) \
+    (cd "$ms_dir" && ms_run "$ms_tl" 2 NPopenmpi -i -n 2 -u 1048576 -o /dev/null) \
         > "$ms_dir/np.log" 2>&1; ms_rc=$?
     ms_ok=$(grep -c 'Integrity check passed' "$ms_dir/np.log")
     ms_bad=$(grep -c 'Integrity check failed' "$ms_dir/np.log")
