@@ -312,7 +312,7 @@ t0=$(now)
 ( while kill -0 $tpid 2>/dev/null; do sleep 0.2; done; since "$t0" >"$dir/tmo.took" ) &
 bg+=" $!"
 tq=$(wait_qemus $tpid 2 || true)
-"$run2" --share "$dir" -- sh -c ": >'$dir/up'; exec sleep 1000" >/dev/null 2>&1 &
+"$run2" --share "$dir" -- sh -c ": >'$dir/up'; exec sleep 1000" >/dev/null 2>"$dir/term.err" &
 kpid=$!; bg+=" $kpid"
 kq=$(wait_qemus $kpid 2 || true)
 rc=0; wait $tpid || rc=$?
@@ -333,6 +333,7 @@ done
 kill -TERM $kpid 2>/dev/null
 rc=0; wait $kpid || rc=$?
 check "run2.sh SIGTERM while the command runs: exits 143 (got $rc)" [ $rc = 143 ]
+[ $rc = 143 ] || grep -vE '^(zv-b: )?\[ *[0-9]+\.[0-9]+\]' "$dir/term.err" | tail -n 15
 # shellcheck disable=SC2086
 check "run2.sh SIGTERM: both qemu (${kq:-none}) are gone" gone $kq
 echo "   (harness checks took $((SECONDS - t)) s)"
