@@ -65,10 +65,64 @@ inline double test_scale()
 
 constexpr size_t k_page = 4096;
 
+// Where map_pages() puts memory when no address is given: a 16 MiB area
+// 64 GiB below where mmap(NULL) places mappings (top down), used round
+// robin, one page between mappings. Tests unmap a range and map it again at
+// the same address; a hole at the top-down frontier is where any other
+// thread's next mmap(NULL) goes (the ASAN and TSAN runtimes map memory of
+// their own at any time), and such holes were taken. A hole down here is
+// never the highest gap that fits. The area is reused, so that memory the
+// sanitizers keep per address (shadow) stays bounded.
+constexpr size_t k_test_area = size_t(16) << 20;
+
+inline void *test_area_next(size_t len)
+{
+    static std::atomic<uintptr_t> s_base{0};
+    static std::atomic<uint64_t>  s_used{0};
+    if (len + k_page > k_test_area) {
+        return nullptr;
+    }
+    uintptr_t base = s_base.load();
+    if (base == 0) {
+        void *probe = mmap(nullptr, k_page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (probe == MAP_FAILED) {
+            return nullptr;
+        }
+        munmap(probe, k_page);
+        const uintptr_t want = (reinterpret_cast<uintptr_t>(probe) - (uintptr_t(64) << 30)) &
+                               ~((uintptr_t(1) << 30) - 1);
+        uintptr_t expected = 0;
+        base = s_base.compare_exchange_strong(expected, want) ? want : expected;
+    }
+    size_t off = s_used.fetch_add(len + k_page) % k_test_area;
+    if (off + len > k_test_area) {
+        off = 0; // wrap; a collision just fails the mapping, and the caller moves on
+    }
+    return reinterpret_cast<void *>(base + off);
+}
+
 inline char *map_pages(size_t pages, void *at = nullptr, int extra = 0)
 {
-    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | extra | (at ? MAP_FIXED_NOREPLACE : 0);
-    void     *p     = mmap(at, pages * k_page, PROT_READ | PROT_WRITE, flags, -1, 0);
+    const size_t len   = pages * k_page;
+    const int    flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | extra;
+    if (at == nullptr) {
+        // A taken spot (or a tool that refuses the address: valgrind) falls
+        // back to wherever the kernel puts it.
+        for (int attempt = 0; attempt < 8; ++attempt) {
+            void *hint = test_area_next(len);
+            if (hint == nullptr) {
+                break;
+            }
+            void *p = mmap(hint, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+            if (p != MAP_FAILED) {
+                return static_cast<char *>(p);
+            }
+        }
+        void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra,
+                       -1, 0);
+        return (p == MAP_FAILED) ? nullptr : static_cast<char *>(p);
+    }
+    void *p = mmap(at, len, PROT_READ | PROT_WRITE, flags, -1, 0);
     return (p == MAP_FAILED) ? nullptr : static_cast<char *>(p);
 }
 
