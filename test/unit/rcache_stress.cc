@@ -10,12 +10,17 @@
 namespace zv::test {
 namespace {
 
-class rcache_stress : public cache_fixture {};
+class rcache_stress : public cache_fixture {
+protected:
+    void register_while_unmapping(bool flusher);
+};
 
 // Getters hold a slot's lock shared while they get, check and put; the
 // unmapper holds it exclusively while it replaces the slot's pages. A stale
-// hit can therefore only come from the cache, never from a test race.
-TEST_P(rcache_stress, threads_register_while_others_unmap)
+// hit can therefore only come from the cache, never from a test race. With
+// 'flusher', one more thread drops everything (cache::flush(), what a lost
+// event or a fork does) again and again meanwhile.
+void rcache_stress::register_while_unmapping(bool flusher)
 {
     constexpr int k_slots = 16, k_pages = 4;
     struct slot {
@@ -76,15 +81,40 @@ TEST_P(rcache_stress, threads_register_while_others_unmap)
             touch(s.addr, k_pages * k_page, static_cast<char>(n));
         }
     });
+    std::thread flushes;
+    if (flusher) {
+        flushes = std::thread([&] {
+            while (!stop.load()) {
+                m_cache->flush();
+                std::this_thread::yield();
+            }
+        });
+    }
     for (auto &t : getters) {
         t.join();
     }
     stop = true;
     unmapper.join();
+    if (flusher) {
+        flushes.join();
+    }
     EXPECT_EQ(0, failures.load());
     for (auto &s : slots) {
         munmap(s.addr, k_pages * k_page);
     }
+}
+
+TEST_P(rcache_stress, threads_register_while_others_unmap)
+{
+    register_while_unmapping(false);
+}
+
+TEST_P(rcache_stress, threads_register_while_others_unmap_and_flush)
+{
+    if (!caching()) {
+        GTEST_SKIP() << "no cache to flush";
+    }
+    register_while_unmapping(true);
 }
 
 // Hits from many threads on the same regions: no registrations after warm-up.
