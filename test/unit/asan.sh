@@ -52,7 +52,12 @@ for s in "${skip[@]}"; do
 done
 filter=${ZV_ASAN_FILTER:-*}
 neg=$(printf '%s\n' "${skip[@]}" | sed -n 's/|.*//p' | paste -sd: -)
-[ -n "$neg" ] && filter="$filter-$neg"
+if [ -n "$neg" ]; then
+    case $filter in
+    *-*) filter="$filter:$neg" ;; # already has negative patterns
+    *) filter="$filter-$neg" ;;
+    esac
+fi
 
 export ZV_TEST_SCALE=${ZV_TEST_SCALE:-10}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}

@@ -62,7 +62,12 @@ for s in "${skip[@]}"; do
 done
 filter=${ZV_TSAN_FILTER:-*}
 neg=$(printf '%s\n' "${skip[@]}" | sed -n 's/|.*//p' | paste -sd: -)
-[ -n "$neg" ] && filter="$filter-$neg"
+if [ -n "$neg" ]; then
+    case $filter in
+    *-*) filter="$filter:$neg" ;; # already has negative patterns
+    *) filter="$filter-$neg" ;;
+    esac
+fi
 
 export ZV_TEST_SCALE=${ZV_TEST_SCALE:-10}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=1}
