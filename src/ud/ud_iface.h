@@ -97,6 +97,8 @@ constexpr size_t small_payload = 128;
 
 constexpr unsigned max_sge   = 4;  ///< header + up to 3 iov entries
 constexpr size_t   grh_len   = 40;
+constexpr uint32_t qkey      = 0x1ee7a330; ///< of every ud_zv QP
+constexpr uint64_t wr_id_ctl = 1; ///< wr_id low bit: control packet (no descriptor)
 constexpr unsigned id_bits   = 20;
 constexpr uint32_t id_index_mask = (1u << id_bits) - 1;
 

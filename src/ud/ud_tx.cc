@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// ud_zv/uc_zv send side: posting packets and control packets, address
+// handles, releasing acknowledged descriptors.
+#include "ud/ud_ep.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <cstring>
+
+namespace zv::ud {
+
+ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
+{
+    if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ibv_send_wr wr      = {};
+    wr.wr_id            = reinterpret_cast<uintptr_t>(d);
+    wr.sg_list          = d->sge;
+    wr.num_sge          = d->num_sge;
+    wr.opcode           = static_cast<ibv_wr_opcode>(d->opcode);
+    wr.send_flags       = IBV_SEND_SIGNALED;
+    if ((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) {
+        wr.send_flags |= IBV_SEND_INLINE;
+    }
+    ibv_qp *qp = iface->qp;
+    if (iface->uc) {
+        qp = ep->qp;
+        if (d->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+            wr.imm_data            = put_imm(d->pkt.psn);
+            wr.wr.rdma.remote_addr = d->remote_addr;
+            wr.wr.rdma.rkey        = d->rkey;
+        }
+    } else {
+        wr.wr.ud.ah          = ep->ah;
+        wr.wr.ud.remote_qpn  = ep->peer_qpn;
+        wr.wr.ud.remote_qkey = qkey;
+    }
+    ibv_send_wr *bad;
+    int ret = ibv_post_send(qp, &wr, &bad);
+    if (__builtin_expect(ret != 0, 0)) {
+        ucs_debug("qp 0x%x: ibv_post_send() failed: %s", qp->qp_num, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    ++d->in_flight;
+    ++iface->tx_outstanding;
+    return UCS_OK;
+}
+
+ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
+                      const ud_hdr &hdr, const void *body, size_t body_len)
+{
+    if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    // Control packets are small: inline from the stack when the device
+    // allows, else from a small registered buffer released on completion.
+    const size_t len = sizeof(hdr) + body_len;
+    char inl[sizeof(ud_hdr) + 32];
+    iface::buffer *b = nullptr;
+    char *data       = inl;
+    if ((len > iface->max_inline) || (len > sizeof(inl))) {
+        b = iface->tx_small_pool.get();
+        if (b == nullptr) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        data = b->data();
+    }
+    std::memcpy(data, &hdr, sizeof(hdr));
+    if (body_len > 0) {
+        std::memcpy(data + sizeof(hdr), body, body_len);
+    }
+    ibv_sge sge = {reinterpret_cast<uintptr_t>(data), static_cast<uint32_t>(len),
+                   (b != nullptr) ? b->lkey : 0};
+    ibv_send_wr wr       = {};
+    wr.wr_id             = reinterpret_cast<uintptr_t>(b) | wr_id_ctl;
+    wr.sg_list           = &sge;
+    wr.num_sge           = 1;
+    wr.opcode            = IBV_WR_SEND;
+    wr.send_flags        = IBV_SEND_SIGNALED | ((b == nullptr) ? IBV_SEND_INLINE : 0);
+    if (!iface->uc) {
+        wr.wr.ud.ah          = ah;
+        wr.wr.ud.remote_qpn  = qpn;
+        wr.wr.ud.remote_qkey = qkey;
+    }
+    ibv_send_wr *bad;
+    int ret = ibv_post_send(qp, &wr, &bad);
+    if (ret != 0) {
+        ucs_debug("qp 0x%x: ibv_post_send(control) failed: %s", qp->qp_num,
+                  strerror(ret));
+        if (b != nullptr) {
+            iface::buffer_pool::put(b);
+        }
+        return UCS_ERR_IO_ERROR;
+    }
+    ++iface->tx_outstanding;
+    return UCS_OK;
+}
+
+ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p)
+{
+    std::vector<uint8_t> key = gid_key(peer);
+    key.push_back(static_cast<uint8_t>(peer.lid));
+    key.push_back(static_cast<uint8_t>(peer.lid >> 8));
+    auto it = iface->ahs.find(key);
+    if (it != iface->ahs.end()) {
+        *ah_p = it->second;
+        return UCS_OK;
+    }
+    verbs::remote_port rp;
+    rp.is_roce = (peer.flags & 1) != 0;
+    rp.lid     = peer.lid;
+    std::memcpy(rp.gid.raw, peer.gid, sizeof(rp.gid.raw));
+    ibv_ah *ah;
+    ucs_status_t status = verbs::create_ah(iface->super.md->dev, *iface->super.port,
+                                           rp, &ah);
+    if (status != UCS_OK) {
+        return status;
+    }
+    iface->ahs.emplace(std::move(key), ah);
+    *ah_p = ah;
+    return UCS_OK;
+}
+
+void release_desc(ud_iface *iface, tx_desc *d)
+{
+    ud_ep *ep              = d->ep;
+    uct_completion_t *comp = d->comp;
+    ucs_status_t status    = d->status;
+    iface::buffer_pool::put(d->buf);
+    --ep->unreleased;
+    if (comp != nullptr) {
+        uct_invoke_completion(comp, status);
+    }
+    if ((ep->unreleased == 0) && !ep->destroyed) {
+        ep_check_flushed(ep);
+    }
+}
+
+} // namespace zv::ud
