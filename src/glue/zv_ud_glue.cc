@@ -118,6 +118,7 @@ struct zv_uc_iface_config {
     size_t             seg_size;
     size_t             max_write;
     double             conn_timeout;
+    int                one_packet;
 };
 
 ucs_config_field_t zv_uc_iface_config_table[] = {
@@ -140,6 +141,13 @@ ucs_config_field_t zv_uc_iface_config_table[] = {
      "How long an endpoint tries to reach the peer's interface before it fails\n"
      "with an endpoint error.",
      offsetof(zv_uc_iface_config, conn_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"ONE_PACKET", "auto",
+     "Keep every active message and put within one packet of the port's MTU\n"
+     "(on, off, auto). UC must start afresh at the next message when a lost\n"
+     "packet cuts one short; Soft-RoCE (rxe) does not and then drops every later\n"
+     "message on that queue pair, so auto means on for rxe and off elsewhere.",
+     offsetof(zv_uc_iface_config, one_packet), UCS_CONFIG_TYPE_ON_OFF_AUTO},
 
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
@@ -218,6 +226,7 @@ ucs_status_t zv_uc_iface_open(uct_md_h md, uct_worker_h worker,
     s.seg_size     = static_cast<unsigned>(config->seg_size);
     s.max_write    = static_cast<unsigned>(config->max_write);
     s.conn_timeout = config->conn_timeout;
+    s.one_packet   = config->one_packet;
     const zv::glue::range_check checks[] = {
         {"UCX_UC_ZV_SEG_SIZE", (config->seg_size < 256) || (config->seg_size > (1ul << 20)), "256..1m"},
         {"UCX_UC_ZV_MAX_WRITE", (config->max_write < 64) || (config->max_write > (1ul << 20)), "64..1m"},

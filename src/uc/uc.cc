@@ -274,6 +274,28 @@ ucs_status_t uc_create_resources(ud_iface *iface)
                             nullptr);
 }
 
+bool uc_one_packet(const ud_iface *iface)
+{
+    // A UC responder must take the first packet of a new message as a fresh
+    // start when the previous message was cut short by a lost packet (the
+    // class D1/E responder errors). Soft-RoCE does not: after a truncated message its
+    // responder keeps the old opcode and drops every later message on that
+    // QP (drivers/infiniband/sw/rxe/rxe_resp.c, check_op_seq and
+    // do_class_d1e_error), so one lost packet silences the connection for
+    // good. A message of one packet cannot be cut short, only lost whole.
+    constexpr uint32_t rxe_vendor_id = 0xffffff;
+    const verbs::device &dev = iface->super.md->dev;
+    const bool rxe = (dev.attr().orig_attr.vendor_id == rxe_vendor_id);
+    const int  one = iface->settings.one_packet;
+    const bool on  = (one == UCS_CONFIG_ON) || ((one == UCS_CONFIG_AUTO) && rxe);
+    if (on) {
+        ucs_diag("uc_zv %s: one packet per message (MTU %u)%s", dev.name().c_str(),
+                  iface->super.port->mtu_bytes,
+                  (one == UCS_CONFIG_AUTO) ? ": Soft-RoCE drops all later messages after a truncated one" : "");
+    }
+    return on;
+}
+
 uct_iface_ops_t uc_make_ops(uct_iface_ops_t ops)
 {
     ud_query           = ops.iface_query;

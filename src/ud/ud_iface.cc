@@ -518,7 +518,11 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
         }
         iface->rx_offset   = 0;
         iface->max_payload = s.seg_size;
-        tx_payload         = std::max(s.seg_size, s.max_write);
+        if (uc_one_packet(iface)) {
+            iface->max_payload        = std::min<unsigned>(s.seg_size, mtu - sizeof(ud_hdr));
+            iface->settings.max_write = std::min(s.max_write, mtu);
+        }
+        tx_payload = std::max(iface->max_payload, iface->settings.max_write);
     } else {
         status = verbs::create_ud_qp(dev, *iface->super.port, iface->send_cq,
                                      iface->recv_cq, s.common.tx_queue_len,

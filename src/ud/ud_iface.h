@@ -165,6 +165,8 @@ struct ud_settings {
     unsigned               seg_size     = 0;  ///< largest active message
     unsigned               max_write    = 0;  ///< largest RDMA write per packet
     double                 conn_timeout = 0;  ///< seconds to connect
+    /// Every message within one packet: 0 off, 1 on, 2 auto (on for rxe).
+    int                    one_packet   = 2;
 };
 
 struct ud_ep;
@@ -292,6 +294,9 @@ bool uc_handle(ud_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer
 [[nodiscard]] ucs_status_t uc_create_resources(ud_iface *iface);
 /// The ud_zv ops with uc_zv's endpoint lifecycle, puts and query.
 uct_iface_ops_t uc_make_ops(uct_iface_ops_t ops);
+/// Whether uc_zv keeps every message within one packet (UCX_UC_ZV_ONE_PACKET,
+/// auto resolved against the device); logs the choice.
+bool uc_one_packet(const ud_iface *iface);
 inline std::vector<uint8_t> gid_key(const iface::device_addr &a)
 {
     return std::vector<uint8_t>(a.gid, a.gid + sizeof(a.gid));

@@ -50,7 +50,7 @@ for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE
           UCX_ZV_RCACHE_MONITOR=bogus UCX_ZV_GID_INDEX=300 UCX_ZV_RCACHE_EVENT_QUEUE=1 \
           UCX_ZV_RCACHE_MAX_SIZE=lots UCX_UD_ZV_WINDOW=1 UCX_UD_ZV_FAULT_DROP=2 \
           UCX_UD_ZV_RTO=soon UCX_UD_ZV_ACK_DELAY=1s UCX_UC_ZV_MAX_WRITE=1 \
-          UCX_UC_ZV_WINDOW=100000; do
+          UCX_UC_ZV_WINDOW=100000 UCX_UC_ZV_ONE_PACKET=sometimes; do
     name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_UC_ZV_}; short=${short#UCX_ZV_}
     tl=rc_zv; case $name in UCX_UD_ZV_*) tl=ud_zv ;; UCX_UC_ZV_*) tl=uc_zv ;; esac
     env "$kv" LD_PRELOAD=$mod ucx_info -d > "$tmp/bad" 2>&1
