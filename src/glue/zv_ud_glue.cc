@@ -57,8 +57,10 @@ ucs_config_field_t zv_rel_config_table[] = {
      offsetof(zv_rel_config, window), UCS_CONFIG_TYPE_UINT},
 
     {"RTO", "10ms",
-     "First retransmission timeout: unacknowledged packets are sent again after\n"
-     "this long without an acknowledgement; the timeout then doubles up to RTO_MAX.",
+     "Initial and smallest retransmission timeout: unacknowledged packets are sent\n"
+     "again after this long without an acknowledgement. Once round trips are\n"
+     "measured the timeout is smoothed RTT + 4 x its variation (RFC 6298), never\n"
+     "below this; each expiry doubles it up to RTO_MAX.",
      offsetof(zv_rel_config, rto), UCS_CONFIG_TYPE_TIME},
 
     {"RTO_MAX", "500ms",

@@ -25,8 +25,16 @@ namespace zv::rel {
  *   keeps their buffers for retransmission: memory is bounded by the
  *   window). With packets outstanding it runs one timer: when it expires,
  *   every unacknowledged packet is sent again and the timeout doubles, up
- *   to rto_max; any ack that makes progress resets it to rto_init. When no
- *   ack has made progress for 'peer_timeout', the peer is declared dead.
+ *   to rto_max. When no ack has made progress for 'peer_timeout', the peer
+ *   is declared dead.
+ * - The timeout follows the measured round trip (RFC 6298: srtt + 4 rttvar,
+ *   at least rto_init, at most rto_max), so a slow path (an emulated or
+ *   loaded host) does not resend a whole window that is merely late. A
+ *   round trip is sampled from the newest packet an ack releases, never
+ *   from one a timeout sent twice (Karn: the ack may be the first copy's),
+ *   and until such a sample arrives a backed-off timeout stays backed off.
+ *   A NAK proves the head was missing, so a go-back restarts the clocks of
+ *   what it resends.
  * - psn comparisons are modulo 2^16; window <= max_window keeps them
  *   unambiguous (a psn is never compared with one 2^15 away).
  *
@@ -57,8 +65,9 @@ struct settings {
 /// Base of the transport's send descriptor: the sender links and numbers
 /// packets; the transport owns their memory.
 struct tx_pkt {
-    tx_pkt *next;
-    psn_t   psn;
+    tx_pkt  *next;
+    uint64_t sent_at; ///< first transmission (round-trip samples)
+    psn_t    psn;
 };
 
 /// Sending half of a connection.
@@ -68,9 +77,10 @@ public:
 
     void init(const settings *s, psn_t first_psn = 0)
     {
-        m_s    = s;
-        m_next = first_psn;
-        m_rto  = s->rto_init;
+        m_s        = s;
+        m_next     = first_psn;
+        m_rto      = s->rto_init;
+        m_rto_base = s->rto_init;
     }
 
     bool idle() const { return m_head == nullptr; }
@@ -79,13 +89,18 @@ public:
     psn_t next_psn() const { return m_next; }
     tx_pkt *head() const { return m_head; }
     uint64_t deadline() const { return m_deadline; }
+    /// The timeout after progress: from the measured round trip.
+    uint64_t rto_base() const { return m_rto_base; }
+    /// Smoothed round trip (0 before the first sample).
+    uint64_t srtt() const { return m_srtt; }
 
     /// Number 'p' with the next psn and keep it until acknowledged. The
     /// caller checked window_full().
     psn_t push(tx_pkt *p, uint64_t now)
     {
-        p->psn  = m_next++;
-        p->next = nullptr;
+        p->psn     = m_next++;
+        p->next    = nullptr;
+        p->sent_at = now;
         if (m_head == nullptr) {
             m_head        = p;
             m_progress_at = now;
@@ -111,17 +126,25 @@ public:
             return 0;
         }
         unsigned n = 0;
+        psn_t last = 0;
+        uint64_t sent_at = 0;
         while ((m_head != nullptr) && !psn_before(ack, m_head->psn)) {
             tx_pkt *p = m_head;
             m_head    = p->next;
             --m_count;
             ++n;
-            release(p);
+            last    = p->psn;
+            sent_at = p->sent_at;
+            release(p); // may free p
         }
         if (m_head == nullptr) {
             m_tail = nullptr;
         }
-        m_rto         = m_s->rto_init;
+        if (!m_karn || !psn_before(last, m_karn_psn)) {
+            m_karn = false; // past every packet that was sent twice
+            sample(now - sent_at);
+            m_rto = m_rto_base;
+        }
         m_progress_at = now;
         m_deadline    = now + m_rto;
         return n;
@@ -140,6 +163,12 @@ public:
         m_nak_valid = true;
         m_nak_head  = m_head->psn;
         m_deadline  = now + m_rto;
+        // The receiver lacks the head: what goes out now is what it will
+        // acknowledge, so the resend time is the one to measure from.
+        for (tx_pkt *p = m_head; p != nullptr; p = p->next) {
+            p->sent_at = now;
+        }
+        m_karn = false;
         return true;
     }
 
@@ -160,6 +189,7 @@ public:
         m_rto       = (m_rto * 2 > m_s->rto_max) ? m_s->rto_max : m_rto * 2;
         m_deadline  = now + m_rto;
         m_nak_valid = false;
+        resent();
         return timer_result::resend;
     }
 
@@ -177,6 +207,29 @@ public:
     }
 
 private:
+    /// Everything outstanding goes out again: no round-trip sample from it.
+    void resent()
+    {
+        m_karn     = true;
+        m_karn_psn = m_next;
+    }
+
+    void sample(uint64_t rtt)
+    {
+        if (m_srtt == 0) {
+            m_srtt   = (rtt > 0) ? rtt : 1;
+            m_rttvar = rtt / 2;
+        } else {
+            uint64_t err = (rtt > m_srtt) ? rtt - m_srtt : m_srtt - rtt;
+            m_rttvar     = (3 * m_rttvar + err) / 4;
+            m_srtt       = (7 * m_srtt + rtt) / 8;
+            m_srtt       = (m_srtt > 0) ? m_srtt : 1;
+        }
+        uint64_t rto = m_srtt + 4 * m_rttvar;
+        m_rto_base   = (rto < m_s->rto_init) ? m_s->rto_init :
+                       (rto > m_s->rto_max)  ? m_s->rto_max  : rto;
+    }
+
     const settings *m_s           = nullptr;
     tx_pkt         *m_head        = nullptr;
     tx_pkt         *m_tail        = nullptr;
@@ -185,6 +238,11 @@ private:
     psn_t           m_nak_head    = 0;
     bool            m_nak_valid   = false;
     uint64_t        m_rto         = 0;
+    uint64_t        m_rto_base    = 0;
+    uint64_t        m_srtt        = 0;
+    uint64_t        m_rttvar      = 0;
+    psn_t           m_karn_psn    = 0;
+    bool            m_karn        = false;
     uint64_t        m_deadline    = 0;
     uint64_t        m_progress_at = 0;
 };

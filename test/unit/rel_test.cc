@@ -55,7 +55,7 @@ struct wire {
     uint64_t   sum;
 };
 
-struct channel_cfg { double drop = 0, dup = 0, reorder = 0; };
+struct channel_cfg { double drop = 0, dup = 0, reorder = 0; uint64_t latency = 0; };
 
 // One direction. FIFO apart from the packets chosen for reordering (random
 // latency alone would reorder, and a clean wire must cause no resend).
@@ -70,7 +70,7 @@ public:
             ++dropped;
             return;
         }
-        uint64_t at = now + rng.range(1 * k_us, 5 * k_us);
+        uint64_t at = now + c.latency + rng.range(1 * k_us, 5 * k_us);
         if (rng.chance(c.reorder)) {
             ++reordered;
             at += rng.range(1 * k_us, 30 * k_us); // later packets overtake it
@@ -511,9 +511,14 @@ TEST(rel_sender, only_acks_inside_the_window_change_anything)
             tx.push(&descs[m], now);
         }
         tx.ack(rel::psn_t(first + acked - 1), now, release_none); // stale if 0
-        for (uint64_t t = rng.range(0, 3); t > 0; --t) {          // back off
+        const uint64_t backoffs = rng.range(0, 3);
+        for (uint64_t t = backoffs; t > 0; --t) {                  // back off
             ASSERT_EQ(timer_result::resend, tx.on_timer(now = tx.deadline()));
         }
+        // progress: a fresh round-trip sample (10 us) gives rto_init again;
+        // after a timeout every packet was sent twice, so no sample (Karn)
+        // and the backed-off timeout stays
+        const uint64_t rto_after = s.rto_init << backoffs;
         const rel::psn_t head = tx.head()->psn, next = tx.next_psn();
         ASSERT_EQ(rel::psn_t(first + acked), head);
         now += 10 * k_us;
@@ -529,7 +534,7 @@ TEST(rel_sender, only_acks_inside_the_window_change_anything)
             ASSERT_EQ(expect, released) << "seed " << seed << " ack " << a;
             ASSERT_EQ(tx.outstanding() - n, copy.outstanding()) << "seed " << seed;
             // no progress, no reset: a bogus ack must not defer the timeout
-            ASSERT_EQ(n ? now + s.rto_init : tx.deadline(), copy.deadline())
+            ASSERT_EQ(n ? now + rto_after : tx.deadline(), copy.deadline())
                     << "seed " << seed << " ack " << a;
         }
         tx.purge(release_none);
@@ -558,17 +563,27 @@ TEST(rel_sender, timeout_doubles_to_rto_max_and_peer_fails_after_peer_timeout)
     EXPECT_GE(now - t0, s.peer_timeout);
     EXPECT_LT(now - t0, s.peer_timeout + s.rto_max);
 
-    // progress starts the ladder again from rto_init
+    // progress with packets that were all sent twice gives no round-trip
+    // sample (Karn): the backed-off timeout stays
     const uint64_t t1 = now;
     EXPECT_EQ(1u, tx.ack(65535, t1, release_none));
-    EXPECT_EQ(t1 + s.rto_init, tx.deadline());
-    EXPECT_EQ(timer_result::resend, tx.on_timer(tx.deadline()));
-    EXPECT_EQ(t1 + 3 * s.rto_init, tx.deadline());
+    EXPECT_EQ(t1 + s.rto_max, tx.deadline());
     EXPECT_EQ(1u, tx.ack(0, t1 + 2 * k_ms, release_none));
     EXPECT_EQ(timer_result::idle, tx.on_timer(t1 + 10 * k_s));
+    EXPECT_EQ(0u, tx.srtt());
+
+    // a packet sent once and acked 100 us later is a sample: the ladder
+    // starts again from rto_init (the round trip is far below it)
+    const uint64_t t15 = t1 + 20 * k_s;
+    desc extra;
+    tx.push(&extra, t15);
+    EXPECT_EQ(t15 + s.rto_max, tx.deadline()) << "still backed off: no sample yet";
+    EXPECT_EQ(1u, tx.ack(1, t15 + 100 * k_us, release_none));
+    EXPECT_EQ(100 * k_us, tx.srtt());
+    EXPECT_EQ(s.rto_init, tx.rto_base());
 
     // an idle spell is no silence of the peer: the clock restarts at push
-    const uint64_t t2 = t1 + 10 * k_s;
+    const uint64_t t2 = t1 + 30 * k_s;
     tx.push(&descs[2], t2);
     for (unsigned n = 0; (r = tx.on_timer(now = tx.deadline())) == timer_result::resend; ++n) {
         ASSERT_LT(n, 100u) << "the peer is never declared dead";
@@ -576,6 +591,54 @@ TEST(rel_sender, timeout_doubles_to_rto_max_and_peer_fails_after_peer_timeout)
     EXPECT_EQ(timer_result::failed, r);
     EXPECT_GE(now - t2, s.peer_timeout);
     tx.purge(release_none);
+}
+
+// RFC 6298 over a path slower than rto_init: the first timeouts are
+// spurious (nothing measured yet), then the timeout follows the round trip
+// and the rest of the stream goes through without a single resend. With
+// the timeout fixed at rto_init every packet would be sent several times.
+TEST(rel_wire, timeout_follows_a_slow_round_trip)
+{
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+        sim_cfg cfg = cfg_for(seed, {0, 0, 0, 20 * k_ms}, 4000, seed % 2);
+        cfg.limit   = 60 * k_s;
+        cfg.burst   = 64;
+        sim s(cfg, seed);
+        s.run();
+        ASSERT_EQ("", s.error);
+        for (const node &me : s.nd) {
+            // the backoff before the first sample: at most a few windows
+            EXPECT_LE(me.retransmits, 8u * cfg.s.window) << "seed " << seed;
+            const uint64_t rtt = 2 * cfg.ch.latency;
+            if (me.pushed > 0) {
+                EXPECT_GE(me.tx.srtt(), rtt) << "seed " << seed;
+                EXPECT_LE(me.tx.srtt(), rtt + 2 * k_ms) << "seed " << seed;
+                EXPECT_GT(me.tx.rto_base(), rtt) << "seed " << seed;
+            }
+        }
+        EXPECT_EQ(cfg.msgs, s.nd[1].delivered) << "seed " << seed;
+    }
+}
+
+// Karn: a packet sent twice never yields a sample, so a late ack of a
+// resent packet cannot shrink the timeout to the gap since the resend.
+TEST(rel_sender, no_round_trip_sample_from_a_resent_packet)
+{
+    rel::settings     s = realistic(64, 16);
+    std::vector<desc> descs(3);
+    rel::sender       tx;
+    tx.init(&s, 100);
+    tx.push(&descs[0], 0);
+    tx.push(&descs[1], 0);
+    ASSERT_EQ(timer_result::resend, tx.on_timer(s.rto_init)); // both sent again
+    tx.push(&descs[2], s.rto_init + 10 * k_us);
+    EXPECT_EQ(2u, tx.ack(101, s.rto_init + 20 * k_us, release_none));
+    EXPECT_EQ(0u, tx.srtt()) << "sampled a resent packet";
+    EXPECT_EQ(s.rto_init + 20 * k_us + 2 * s.rto_init, tx.deadline())
+            << "backed-off timeout dropped without a sample";
+    EXPECT_EQ(1u, tx.ack(102, s.rto_init + 510 * k_us, release_none));
+    EXPECT_EQ(500 * k_us, tx.srtt()) << "the packet sent once is a sample";
+    EXPECT_EQ(1500 * k_us, tx.rto_base()) << "srtt + 4 rttvar (first: rtt / 2)";
 }
 
 TEST(rel_sender, repeated_nak_goes_back_once_until_the_timer)
