@@ -180,7 +180,7 @@ ucs_status_t zv_md_open(uct_component_t *component, const char *md_name,
     if (config->gid_index == UCS_ULUNITS_AUTO) {
         settings.gid_index = -1;
     } else if (config->gid_index > 255) {
-        ucs_error("UCX_ZV_GID_INDEX=%lu is out of range (0..255 or auto)",
+        ucs_error("UCX_ZV_GID_INDEX=%lu is out of range (allowed: 0..255 or auto)",
                   config->gid_index);
         return UCS_ERR_INVALID_PARAM;
     } else {
@@ -194,7 +194,7 @@ ucs_status_t zv_md_open(uct_component_t *component, const char *md_name,
     rc.uffd        = static_cast<zv::rcache::uffd_mode>(config->rcache_uffd_mode);
     rc.odp         = (config->rcache_odp != UCS_NO);
     if ((rc.event_queue < 16) || (rc.event_queue > (1u << 20))) {
-        ucs_error("UCX_ZV_RCACHE_EVENT_QUEUE=%zu is out of range (16..1048576)",
+        ucs_error("UCX_ZV_RCACHE_EVENT_QUEUE=%zu is out of range (allowed: 16..1048576)",
                   rc.event_queue);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -248,6 +248,8 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
         {"UCX_RC_ZV_TX_MAX_INLINE", config->max_inline > 1024, "0..1024"},
         {"UCX_RC_ZV_CONN_TIMEOUT", !(config->conn_timeout > 0), "> 0"},
         {"UCX_RC_ZV_RETRY_COUNT", config->retry_count > 6, "0..6"},
+        // 4.096us * 2^31 is the longest timeout a QP can hold.
+        {"UCX_RC_ZV_TIMEOUT", !(config->timeout > 0) || (config->timeout > 8796), "> 0 and <= 8796s"},
     };
     ucs_status_t status = zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
     if (status != UCS_OK) {

@@ -330,6 +330,20 @@ bool cache::make_room(size_t bytes)
            (m_stats.cached_bytes + bytes <= m_limits.max_size);
 }
 
+size_t cache::evict_idle()
+{
+    size_t n = 0;
+    for (region *r = m_lru_tail; r != nullptr;) {
+        region *prev = r->m_lru_prev;
+        if ((r->m_state.load(std::memory_order_acquire) & region::k_refmask) == 0) {
+            retire(r, true);
+            ++n;
+        }
+        r = prev;
+    }
+    return n;
+}
+
 ucs_status_t cache::get_private(uintptr_t start, uintptr_t end, unsigned access, bool odp,
                                 region **out)
 {
@@ -478,6 +492,17 @@ ucs_status_t cache::get_slow(uintptr_t addr, size_t len, unsigned access, region
     }
     ucs_status_t status = m_backend->reg(reinterpret_cast<void *>(nstart), nend - nstart,
                                          naccess, false, &r->m_handle);
+    if ((status == UCS_ERR_NO_MEMORY) && (evict_idle() > 0)) {
+        // Out of locked memory or of the device's memory regions, maybe
+        // because idle cached registrations hold them: give those back and
+        // try once more.
+        ++m_stats.reg_retries;
+        zv_log_debug("zv rcache %s: registration of %zu bytes failed (%s): evicted the idle "
+                     "regions, retrying", m_name, static_cast<size_t>(nend - nstart),
+                     ucs_status_string(status));
+        status = m_backend->reg(reinterpret_cast<void *>(nstart), nend - nstart, naccess, false,
+                                &r->m_handle);
+    }
     if (status != UCS_OK) {
         r->m_free_next = m_free;
         m_free         = r;

@@ -29,6 +29,7 @@ struct cache_stats {
     uint64_t evictions     = 0; // idle regions dropped for the limits
     uint64_t invalidations = 0; // regions dropped because their memory changed
     uint64_t flushes       = 0; // "drop everything" (lost events, fork, monitor failure)
+    uint64_t reg_retries   = 0; // registrations retried after evicting idle regions
     uint64_t uncached      = 0; // registrations made for one use only
     uint64_t cached_regions = 0;
     uint64_t cached_bytes  = 0;
@@ -101,6 +102,8 @@ private:
     void     retire(region *r, bool evicted);
     void     teardown(region *r);
     bool     make_room(size_t bytes);
+    // Retires every idle cached region; returns how many.
+    size_t   evict_idle();
     region  *alloc_region();
     void     lru_push_head(region *r);
     void     lru_remove(region *r);

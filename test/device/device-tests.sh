@@ -50,14 +50,25 @@ for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE
           UCX_ZV_RCACHE_MONITOR=bogus UCX_ZV_GID_INDEX=300 UCX_ZV_RCACHE_EVENT_QUEUE=1 \
           UCX_ZV_RCACHE_MAX_SIZE=lots UCX_UD_ZV_WINDOW=1 UCX_UD_ZV_FAULT_DROP=2 \
           UCX_UD_ZV_RTO=soon UCX_UD_ZV_ACK_DELAY=1s UCX_UC_ZV_MAX_WRITE=1 \
-          UCX_UC_ZV_WINDOW=100000 UCX_UC_ZV_ONE_PACKET=sometimes; do
+          UCX_UC_ZV_WINDOW=100000 UCX_UC_ZV_ONE_PACKET=sometimes \
+          UCX_ZV_RCACHE_UFFD_MODE=bogus UCX_ZV_RCACHE_ODP=perhaps UCX_ZV_RCACHE_MAX_REGIONS=many \
+          UCX_RC_ZV_RX_BATCH=0 UCX_RC_ZV_TX_CQ_LEN=1 UCX_RC_ZV_TX_MODERATION=0 \
+          UCX_RC_ZV_TX_MAX_INLINE=5000 UCX_RC_ZV_TIMEOUT=0 UCX_RC_ZV_TIMEOUT=1e9s \
+          UCX_UD_ZV_RX_QUEUE_LEN=8 UCX_UD_ZV_RX_BATCH=0 UCX_UD_ZV_TX_QUEUE_LEN=1 \
+          UCX_UD_ZV_TX_MAX_INLINE=4096 UCX_UD_ZV_RTO_MAX=1us UCX_UD_ZV_TIMEOUT=1ms \
+          UCX_UD_ZV_FAULT_DUP=-0.5 UCX_UD_ZV_FAULT_REORDER=x UCX_UD_ZV_FAULT_SEED=seven \
+          UCX_UC_ZV_SEG_SIZE=100 UCX_UC_ZV_CONN_TIMEOUT=0 UCX_UC_ZV_RTO=0 \
+          "UCX_UD_ZV_FAULT_DROP=0.6 UCX_UD_ZV_FAULT_REORDER=0.6"; do
     name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_UC_ZV_}; short=${short#UCX_ZV_}
     tl=rc_zv; case $name in UCX_UD_ZV_*) tl=ud_zv ;; UCX_UC_ZV_*) tl=uc_zv ;; esac
-    env "$kv" LD_PRELOAD=$mod ucx_info -d > "$tmp/bad" 2>&1
+    # shellcheck disable=SC2086  # one or two NAME=VALUE words
+    env $kv LD_PRELOAD=$mod ucx_info -d > "$tmp/bad" 2>&1
     rc=$?
     ok=1
     [ $rc -lt 128 ] || ok=0                                        # no crash
-    grep -qE "ERROR.*($name|for $short:)" "$tmp/bad" || ok=0        # names it
+    # names the variable and what it allows: ours "NAME=... is out of range
+    # (allowed: ...)", UCX's parser "Invalid value for NAME: 'v'. Expected: ..."
+    grep -qE "ERROR.*(${name}.* \(allowed: .+\)|for $short: .*Expected: .+)" "$tmp/bad" || ok=0
     # and no interface was opened with the bad value
     if awk '/Transport: '$tl'/ {f = 1; next} /Transport:|Memory domain:/ {f = 0} f' \
            "$tmp/bad" | grep -q 'capabilities:'; then ok=0; fi

@@ -81,6 +81,10 @@ for ms_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
     # collectives, 4 ranks (tree/pairwise algorithms, not just 2-rank cases)
     ms_prog "allreduce, alltoall, bcast 1 B..16 KiB validated" "$ms_tl" 4 -- \
         "$ms_t/zv_coll" -t all -S 16384 -i 2
+    # MPI_THREAD_MULTIPLE: 4 threads per rank sending from fresh buffers at
+    # once (registrations from every thread), eager and rendezvous sizes
+    ms_prog "4 threads at once (MPI_THREAD_MULTIPLE), 1 B..1 MiB fresh buffers validated" \
+        "$ms_tl" 2 -- "$ms_t/zv_threads" -T 4 -S 1048576 -i 3
     # one-sided over UCX (Debian disables osc ucx unless asked for)
     for ms_m in fence lock; do
         ms_prog "one-sided put, get, acc ($ms_m) 1 B..64 KiB validated" "$ms_tl" 2 --mca osc ucx -- \

@@ -328,6 +328,53 @@ TEST_F(rc_zv, access_outside_registration_is_an_endpoint_error)
     dereg(remote);
 }
 
+// Keys grant only what the registration asked for: a buffer registered for
+// sending (local read) takes no RDMA WRITE, one registered for puts gives
+// no RDMA READ. The device refuses, the endpoint reports an error, and the
+// memory is unchanged (not read: the get's target keeps its pattern).
+TEST_F(rc_zv, keys_grant_only_the_access_registered)
+{
+    region src   = reg(4096, UCT_MD_MEM_ACCESS_LOCAL_READ);
+    region sendb = reg(4096, UCT_MD_MEM_ACCESS_LOCAL_READ); // a send buffer
+    region putb  = reg(4096, UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    region dst   = reg(4096, UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    std::memset(src.addr, 0x11, 4096);
+    std::memset(sendb.addr, 0xab, 4096);
+    std::memset(putb.addr, 0xcd, 4096);
+    std::memset(dst.addr, 0x5a, 4096);
+
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    uct_iov_t iov = {src.addr, 4096, src.memh, 0, 1};
+    counting_comp c;
+    ucs_status_t st = uct_ep_put_zcopy(ep, &iov, 1, (uintptr_t)sendb.addr, sendb.rkey.rkey,
+                                       &c.super);
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    ASSERT_TRUE(wait_for([&] { return c.done == 1; }));
+    EXPECT_NE(UCS_OK, c.status) << "RDMA WRITE into a send-only buffer succeeded";
+    EXPECT_EQ(1u, s_ep_errors);
+    for (size_t i = 0; i < 4096; i += 511) {
+        ASSERT_EQ(0xab, static_cast<uint8_t *>(sendb.addr)[i]) << "written at " << i;
+    }
+
+    uct_ep_h ep2 = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep2);
+    uct_iov_t giov = {dst.addr, 4096, dst.memh, 0, 1};
+    counting_comp g;
+    st = uct_ep_get_zcopy(ep2, &giov, 1, (uintptr_t)putb.addr, putb.rkey.rkey, &g.super);
+    ASSERT_EQ(UCS_INPROGRESS, st);
+    ASSERT_TRUE(wait_for([&] { return g.done == 1; }));
+    EXPECT_NE(UCS_OK, g.status) << "RDMA READ from a put-only buffer succeeded";
+    EXPECT_EQ(2u, s_ep_errors);
+    for (size_t i = 0; i < 4096; i += 511) {
+        ASSERT_EQ(0x5a, static_cast<uint8_t *>(dst.addr)[i]) << "read into at " << i;
+    }
+    dereg(src);
+    dereg(sendb);
+    dereg(putb);
+    dereg(dst);
+}
+
 TEST_F(rc_zv, receiver_not_ready_loses_nothing)
 {
     // A receiver with 16 receive buffers that does not progress while the

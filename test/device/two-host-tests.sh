@@ -20,7 +20,8 @@
 #   ZV_TWO_HOST_FULL=1 the long run: sizes to 4 MiB, more iterations,
 #                      2 % loss, reordering and duplication too, and 5 % for
 #                      ud_zv and uc_zv (tens of minutes)
-#   ZV_TWO_HOST_TIMEOUT  the two-VM boot's limit (default 900 s, 3600 s full)
+#   ZV_SOAK_SECONDS    soak length per transport (default 60 s, 600 s full)
+#   ZV_TWO_HOST_TIMEOUT  the two-VM boot's limit (default 1200 s, 7200 s full)
 # Prints "ok   - ..." / "FAIL - ..." / "skip - ..." lines and ends with
 # "two-host: N passed, M failed, K skipped"; exit status 1 on any failure.
 set -u
@@ -196,6 +197,28 @@ guest() {
         done
     done
 
+    # ---- soak: mixed traffic (messages of every size from reused and fresh
+    # buffers, allreduce, one-sided put/get) with 1 % loss on both NICs,
+    # every byte checked, resident memory growth bounded (zv_soak -g)
+    local soak=${ZV_SOAK_SECONDS:-$([ "$full" = 1 ] && echo 600 || echo 60)}
+    zv-wire both loss 1% || bad "zv-wire both loss 1%"
+    for tl in $tls; do
+        tl_args "$tl" >/dev/null || continue
+        hdr "$tl: soak, $soak s of mixed traffic with loss 1% on both NICs"
+        t=$(now); c0=$(counters)
+        # shellcheck disable=SC2046
+        timeout -k 10 $((soak + 180)) "${mpirun[@]}" --mca pml ucx --mca pml_ucx_devices rxe0 \
+            --mca osc ucx -x UCX_NET_DEVICES=rxe0:1 $(tl_args "$tl") \
+            "$b/mpi-tests/zv_soak" -d "$soak" -r >"$tmp/soak.$tl" 2>&1
+        rc=$?
+        c1=$(counters)
+        echo "   exit $rc after $(since "$t") s; $(grep '^soak:' "$tmp/soak.$tl")"
+        echo "   packets a->b $(echo "$c0 $c1" | awk '{print $5-$1 "/" $8-$4}') (sent/received)"
+        [ $rc = 0 ] || tail -n 8 "$tmp/soak.$tl"
+        check "$tl soak with loss 1%: zero errors, resident memory bounded" [ $rc = 0 ]
+    done
+    zv-wire both clear
+
     # ---- full run: the wire is cut for 5 s mid-run (less than the ssh and
     # Open MPI keep-alives allow); the job must ride it out
     if [ "$full" = 1 ]; then
@@ -351,11 +374,11 @@ else
     tail -n 20 "$dir/install.log"
     bad "make install DESTDIR=... (staged for the VMs)"
 fi
-tmo=${ZV_TWO_HOST_TIMEOUT:-$([ "$full" = 1 ] && echo 3600 || echo 900)}
+tmo=${ZV_TWO_HOST_TIMEOUT:-$([ "$full" = 1 ] && echo 7200 || echo 1200)}
 t=$SECONDS
 "$run2" -v --timeout "$tmo" --share "$src" --share "$b" --share "$dir" \
     -e ZV_BUILDDIR="$b" -e ZV_SRCDIR="$src" -e ZV_TWO_HOST_FULL="$full" -e ZV_TWO_HOST_STAGED="$dir/stage" \
-    ${ZV_TWO_HOST_TLS:+-e ZV_TWO_HOST_TLS="$ZV_TWO_HOST_TLS"} -- "$here/two-host-tests.sh" --guest 'a b' "c'd" \
+    ${ZV_TWO_HOST_TLS:+-e ZV_TWO_HOST_TLS="$ZV_TWO_HOST_TLS"} ${ZV_SOAK_SECONDS:+-e ZV_SOAK_SECONDS="$ZV_SOAK_SECONDS"} -- "$here/two-host-tests.sh" --guest 'a b' "c'd" \
     >"$dir/guest.out" 2>"$dir/guest.err" &
 gpid=$!; bg+=" $gpid"
 gq=$(wait_qemus $gpid 2 || true)

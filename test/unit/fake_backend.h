@@ -81,7 +81,7 @@ public:
         if (!odp) {
             if ((m_fail_after >= 0) && (m_live.load() >= static_cast<size_t>(m_fail_after))) {
                 delete rec;
-                return UCS_ERR_NO_RESOURCE;
+                return UCS_ERR_NO_MEMORY; // as ibv_reg_mr's ENOMEM (memlock, MR table)
             }
             if (!m_light && (madvise(addr, len, MADV_POPULATE_WRITE) != 0)) {
                 delete rec;

@@ -135,6 +135,45 @@ TEST_P(rcache_basic, all_busy_registers_uncached)
     munmap(p, 16 * k_page);
 }
 
+// The device or RLIMIT_MEMLOCK is full (ENOMEM) while idle cached
+// registrations hold it: the cache gives those back and registers again;
+// busy regions stay; with nothing idle left the error reaches the caller,
+// and the cache keeps working once room is back.
+TEST_P(rcache_policy, registration_failure_evicts_idle_and_retries)
+{
+    ASSERT_TRUE(start(4096));
+    char *p = map_pages(32);
+    touch(p, 32 * k_page);
+    for (int i = 0; i < 4; ++i) {
+        use(p + i * 4 * k_page, k_page); // four idle cached regions
+    }
+    rcache::region *busy = get(p + 16 * k_page, k_page);
+    ASSERT_NE(nullptr, busy);
+    ASSERT_EQ(5u, m_be.live());
+    m_be.fail_when_live(5); // no room for a sixth registration
+
+    rcache::region *r = get(p + 20 * k_page, k_page);
+    ASSERT_NE(nullptr, r) << "registration failed although idle regions held the room";
+    EXPECT_EQ(1u, m_cache->stats().reg_retries);
+    EXPECT_EQ(4u, m_cache->stats().evictions);
+    EXPECT_EQ(2u, m_be.live()) << "the busy region and the new one";
+
+    // Full again and nothing idle: the caller gets the device's error.
+    m_be.fail_when_live(2);
+    rcache::region *none = nullptr;
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, m_cache->get(p + 24 * k_page, k_page, k_access, &none));
+    EXPECT_EQ(nullptr, none);
+    EXPECT_EQ(1u, m_cache->stats().reg_retries) << "nothing idle: no eviction, no retry";
+
+    m_be.fail_when_live(-1);
+    put(r);
+    put(busy);
+    rcache::region *again = get(p + 24 * k_page, k_page);
+    EXPECT_NE(nullptr, again);
+    put(again);
+    munmap(p, 32 * k_page);
+}
+
 TEST_P(rcache_basic, auto_limits)
 {
     rcache::config cfg = default_config();
