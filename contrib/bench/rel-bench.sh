@@ -11,7 +11,9 @@
 #   - memory per endpoint with 1, 64 and 1024 endpoints in one process,
 #     beside rc_zv and ud_verbs (contrib/bench/zv_ep_memory).
 # uc_zv beside rc_zv and UCX's rc_verbs:
-#   - UCT put_lat at 8 B and put_bw at 16 KiB (uc_zv's largest write),
+#   - UCT put_lat at 8 B and put_bw at uc_zv's largest write (16 KiB; one
+#     MTU on Soft-RoCE, where UCX_UC_ZV_ONE_PACKET=auto keeps every put
+#     within one packet), zero-copy,
 #   - UCP tag_bw at 1 MiB, and uc_zv's with 1 % faults injected.
 # Prints tables with ratios.
 #
@@ -38,6 +40,13 @@ mod=$b/.libs/libuct_zv.so.0
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
 export UCX_NET_DEVICES=$dev:1 UCX_UD_VERBS_ETH_DGID_CHECK=n
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# uc_zv's largest put here, from ucx_info ("put_zcopy: <= 1K, ...").
+put_size=$(LD_PRELOAD=$mod ucx_info -d 2>/dev/null |
+    awk '/Transport: uc_zv/ {f = 1} f && /put_zcopy:/ {
+             v = $0; sub(/.*put_zcopy: *(<= *)?/, "", v); sub(/,.*/, "", v); sub(/.*\.\./, "", v)
+             m = 1; if (v ~ /K$/) m = 1024; if (v ~ /M$/) m = 1048576
+             sub(/[KM]$/, "", v); print v * m; exit }')
+put_size=${put_size:-16384}
 
 # pt COLUMN ARGS...: run ucx_perftest server + client, print one column of
 # the client's final line (-f): 3 = median latency, 7 = overall MB/s.
@@ -73,7 +82,7 @@ for ((i = 1; i <= rounds; ++i)); do
                   UCX_TLS=ud_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     for tl in rc_verbs rc_zv uc_zv; do
         r[plat_$tl]+=" $(pt 3 -t put_lat -x $tl -d "$dev:1" -s 8 -n "$lat_iters")"
-        r[pbw_$tl]+=" $(pt 7 -t put_bw -x $tl -d "$dev:1" -D zcopy -s 16384 -n $((bw_iters * 20)))"
+        r[pbw_$tl]+=" $(pt 7 -t put_bw -x $tl -d "$dev:1" -D zcopy -s "$put_size" -n $((bw_iters * 20)))"
     done
     r[tbw_rc_verbs]+=" $(UCX_TLS=rc_verbs,ud_verbs,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     r[tbw_rc_zv]+=" $(UCX_TLS=rc_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
@@ -101,7 +110,7 @@ printf '%-34s %10s %10s %10s %9s %9s\n' "measure" "rc_verbs" "rc_zv" "uc_zv" "uc
 row() { printf '%-34s %10s %10s %10s %9s %9s\n' "$1" "${m[${2}rc_verbs]}" "${m[${2}rc_zv]}" "${m[${2}uc_zv]}" \
             "$(ratio "${m[${2}uc_zv]}" "${m[${2}rc_zv]}")" "$(ratio "${m[${2}uc_zv]}" "${m[${2}rc_verbs]}")"; }
 row "put_lat 8 B, median us (lower)" plat_
-row "put_bw 16 KiB, MB/s (higher)" pbw_
+row "put_bw $put_size B, MB/s (higher)" pbw_
 row "tag_bw 1 MiB, MB/s (higher)" tbw_
 printf '%-34s %10s %10s %10s\n' "put_lat 8 B, uc 1% faults" "n/a" "n/a" "${m[plat_uc_zv_l]}"
 printf '%-34s %10s %10s %10s\n' "tag_bw 1 MiB, uc 1% faults" "n/a" "n/a" "${m[tbw_uc_zv_l]}"

@@ -243,7 +243,12 @@ qemu_args=(
     -device "virtio-9p-$bus,fsdev=zvrun,mount_tag=zvrun"
     ${share_args[@]+"${share_args[@]}"}
     "${netdev[@]}"
-    -device "virtio-net-$bus,netdev=net0,mac=$mac"
+    # event_idx=off: the guest kicks on every buffer. With event index,
+    # qemu 7.2's virtio-net can wait for a kick that never comes under load
+    # (fixed upstream in 2024, "virtio-net: fix network stall under load"
+    # and its follow-up); on the two-VM wire a receiver's NIC went deaf
+    # for good, twice in ~17 lossy ud_zv runs, with its kernel quiet.
+    -device "virtio-net-$bus,netdev=net0,mac=$mac,event_idx=off"
     -device "virtio-serial-$bus,id=vser"
     -chardev "file,id=zvout,path=${run//,/,,}/stdout"
     -device virtserialport,bus=vser.0,nr=1,chardev=zvout,name=zv.stdout
