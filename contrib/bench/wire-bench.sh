@@ -4,21 +4,21 @@
 # Soft-RoCE VMs (contrib/vm/run2.sh), ucx_perftest server on zv-b, client on
 # zv-a, clean and with netem loss on both NICs, peers interleaved.
 #   - UCT am_lat 8 B: ud_zv vs ud_verbs (median us),
-#   - UCT put_lat 8 B: uc_zv and rc_zv vs rc_verbs (median us),
+#   - UCT put_lat 8 B: uc_zv vs rc_verbs (median us),
 #   - UCP tag_bw 1 MiB: ud_zv vs ud_verbs, uc_zv and rc_zv vs rc_verbs (MB/s).
 # This is where ud_verbs and rc_verbs can be given loss too (inside one VM
 # rxe never puts a packet on a NIC). Prints tables with ratios.
 #
 # Usage: contrib/bench/wire-bench.sh [BUILD_DIR]   (default: ./build)
 # Environment: ZV_BENCH_ROUNDS (default 3), ZV_BENCH_LAT_ITERS (default
-# 2000), ZV_BENCH_BW_ITERS (default 20), ZV_BENCH_LOSS (netem words,
+# 2000), ZV_BENCH_BW_ITERS (default 10), ZV_BENCH_LOSS (netem words,
 # default "loss 1%").
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 b=$(cd "${1:-${ZV_BUILDDIR:-build}}" && pwd)
 rounds=${ZV_BENCH_ROUNDS:-3}
 lat_iters=${ZV_BENCH_LAT_ITERS:-2000}
-bw_iters=${ZV_BENCH_BW_ITERS:-20}
+bw_iters=${ZV_BENCH_BW_ITERS:-10}
 loss=${ZV_BENCH_LOSS:-loss 1%}
 
 if [ "${ZV_TWO_HOST:-0}" != 1 ]; then
@@ -44,14 +44,14 @@ pt() {
     shift
     local port=$((20000 + RANDOM % 20000)) w
     # shellcheck disable=SC2029  # expanded here on purpose
-    ssh $peer "env $envs ${extra[*]} timeout 600 ucx_perftest -p $port $*" >"$tmp/srv" 2>&1 &
+    ssh $peer "env $envs ${extra[*]} timeout 300 ucx_perftest -p $port $*" >"$tmp/srv" 2>&1 &
     local spid=$!
     for ((w = 0; w < 120; ++w)); do
         ssh $peer ss -ltn 2>/dev/null | grep -q ":$port " && break
         sleep 0.5
     done
     # shellcheck disable=SC2086
-    env $envs "${extra[@]}" timeout 600 ucx_perftest -p $port -f "$@" $peer >"$tmp/cli" 2>&1 || true
+    env $envs "${extra[@]}" timeout 300 ucx_perftest -p $port -f "$@" $peer >"$tmp/cli" 2>&1 || true
     wait $spid || true
     awk -v c="$col" '$1 ~ /^[0-9]+$/ && NF >= 8 {v = $(c - 1)} END {print (v == "" ? "nan" : v)}' "$tmp/cli"
 }
@@ -69,7 +69,9 @@ for ((i = 1; i <= rounds; ++i)); do
         for tl in ud_verbs ud_zv; do
             r[$w.amlat.$tl]+=" $(pt 3 -- -t am_lat -x $tl -d rxe0:1 -s 8 -n "$lat_iters")"
         done
-        for tl in rc_verbs rc_zv uc_zv; do
+        # rc_zv is left out of UCT ping-pong: under ucx_perftest its UCT
+        # ping-pong tests (am_lat, put_lat) hang (open bug, see the README).
+        for tl in rc_verbs uc_zv; do
             r[$w.putlat.$tl]+=" $(pt 3 -- -t put_lat -x $tl -d rxe0:1 -s 8 -n "$lat_iters")"
         done
         r[$w.tagbw.ud_verbs]+=" $(pt 7 UCX_TLS=ud_verbs,self -- -t tag_bw -s 1048576 -n "$bw_iters")"
@@ -97,6 +99,6 @@ line() { # NAME KEY PEER ZV1 [ZV2]
 echo "(peer, zv_1, zv_2: ud_verbs, ud_zv, - for the ud rows; rc_verbs, rc_zv, uc_zv for the rc rows)"
 line "am_lat 8 B, us (lower)" amlat ud_verbs ud_zv
 line "tag_bw 1 MiB, MB/s (higher)" tagbw ud_verbs ud_zv
-line "put_lat 8 B, us (lower)" putlat rc_verbs rc_zv uc_zv
+line "put_lat 8 B, us (lower; zv_1=uc_zv)" putlat rc_verbs uc_zv
 line "tag_bw 1 MiB, MB/s (higher)" tagbw rc_verbs rc_zv uc_zv
 echo "raw: $(for k in $(printf '%s\n' "${!r[@]}" | sort); do printf '%s=[%s ] ' "$k" "${r[$k]}"; done)"
