@@ -333,14 +333,16 @@ gone() { # PIDS...: there were some, and none is left
 
 echo "== run2.sh: timeout and SIGTERM (two runs at once)"
 t=$SECONDS
-"$run2" --share "$dir" --timeout 30 -- sleep 1000 >"$dir/tmo.out" 2>"$dir/tmo.err" &
+# From $dir: the VM enters the current directory, and only shared ones
+# (or the host's outside /tmp) are visible there.
+(cd "$dir" && exec "$run2" --share "$dir" --timeout 30 -- sleep 1000) >"$dir/tmo.out" 2>"$dir/tmo.err" &
 tpid=$!; bg=$tpid
 t0=$(now)
 # When it ends (it is not waited for until the exit status check is done).
 ( while kill -0 $tpid 2>/dev/null; do sleep 0.2; done; since "$t0" >"$dir/tmo.took" ) &
 bg+=" $!"
 tq=$(wait_qemus $tpid 2 || true)
-"$run2" --share "$dir" -- sh -c ": >'$dir/up'; exec sleep 1000" >/dev/null 2>"$dir/term.err" &
+(cd "$dir" && exec "$run2" --share "$dir" -- sh -c ": >'$dir/up'; exec sleep 1000") >/dev/null 2>"$dir/term.err" &
 kpid=$!; bg+=" $kpid"
 kq=$(wait_qemus $kpid 2 || true)
 rc=0; wait $tpid || rc=$?
