@@ -122,6 +122,14 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
         return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
     }
     if (comp == nullptr) {
+        // Polled flush: the caller calls again until UCS_OK, so make sure a
+        // completion will come for the last work request.
+        if ((ep->st == rc_ep::state::connected) && (ep->signaled_seq != ep->posted_seq)) {
+            ucs_status_t status = signal_tail(ep, nullptr);
+            if (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) {
+                return status;
+            }
+        }
         return UCS_INPROGRESS;
     }
     tx_op *op = op_get(ep->iface);
@@ -136,21 +144,8 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
         ops_push(ep, op);
         return UCS_INPROGRESS;
     }
-    // The tail is unsignaled: post a signaled zero-length RDMA WRITE, which
-    // touches no memory and completes after everything before it.
-    ucs_status_t status = check_tx(ep);
-    if (status != UCS_OK) {
-        op->comp = nullptr;
-        op_put(ep->iface, op);
-        return status;
-    }
-    ibv_send_wr &wr = ep->wr;
-    wr.opcode      = IBV_WR_RDMA_WRITE;
-    wr.send_flags  = 0;
-    wr.num_sge     = 0;
-    wr.wr.rdma.remote_addr = 0;
-    wr.wr.rdma.rkey        = 0;
-    status = post(ep, &wr, op, true);
+    // The tail is unsignaled: a signaled WR behind it carries the waiter.
+    ucs_status_t status = signal_tail(ep, op);
     if (status != UCS_OK) {
         op->comp = nullptr;
         op_put(ep->iface, op);

@@ -114,6 +114,24 @@ inline ucs_status_t start_bounced(rc_ep *ep, iface::buffer **b_p, tx_op **op_p)
     return UCS_OK;
 }
 
+/// The tail of the send queue is unsignaled: post a signaled zero-length
+/// RDMA WRITE (touches no memory, completes after everything before it) so
+/// that its completion reports the rest. Once: then the tail is signaled.
+inline ucs_status_t signal_tail(rc_ep *ep, tx_op *op)
+{
+    ucs_status_t status = check_tx(ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ibv_send_wr &wr = ep->wr;
+    wr.opcode      = IBV_WR_RDMA_WRITE;
+    wr.send_flags  = 0;
+    wr.num_sge     = 0;
+    wr.wr.rdma.remote_addr = 0;
+    wr.wr.rdma.rkey        = 0;
+    return post(ep, &wr, op, true);
+}
+
 /// Post 'wr' (opcode and remote fields set by the caller) over 'length'
 /// bytes of the bounce buffer 'b'; on failure the op is retired.
 inline ssize_t post_bounced(rc_ep *ep, ibv_send_wr *wr, iface::buffer *b, tx_op *op,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // rc_zv interface: resources, receive path, progress, attributes.
 #include "rc/rc_ep.h"
+#include "rc/rc_ep_inl.h"
 #include "rc/rc_wire.h"
 
 #include <ucs/debug/log_def.h>
@@ -293,12 +294,17 @@ ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp
     if (comp != nullptr) {
         return UCS_ERR_UNSUPPORTED;
     }
+    ucs_status_t result = UCS_OK;
     for (rc_ep *ep : iface->slots) {
         if ((ep != nullptr) && !ep->destroyed && (ep_outstanding(ep) > 0)) {
-            return UCS_INPROGRESS;
+            // A polled flush: an unsignaled tail would never complete.
+            if ((ep->st == rc_ep::state::connected) && (ep->signaled_seq != ep->posted_seq)) {
+                (void)signal_tail(ep, nullptr);
+            }
+            result = UCS_INPROGRESS;
         }
     }
-    return UCS_OK;
+    return result;
 }
 
 ucs_status_t iface_fence(uct_iface_h uct_iface, unsigned)

@@ -375,6 +375,35 @@ TEST_F(rc_zv, keys_grant_only_the_access_registered)
     dereg(dst);
 }
 
+// Polled flush (no completion): a put_short is posted unsignaled, and
+// the caller only calls flush again and again; both the endpoint's and the
+// interface's flush must reach UCS_OK (ucx_perftest's setup and ping-pong
+// hung on this) and the data must be there.
+TEST_F(rc_zv, polled_flush_completes_after_unsignaled_work)
+{
+    region dst = reg(4096, UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    const uint64_t v = 0x0123456789abcdefull;
+    ucs_status_t st;
+    ASSERT_TRUE(wait_for([&] {
+        st = uct_ep_put_short(ep, &v, sizeof(v), (uintptr_t)dst.addr, dst.rkey.rkey);
+        return st != UCS_ERR_NO_RESOURCE;
+    }));
+    ASSERT_EQ(UCS_OK, st);
+    EXPECT_TRUE(wait_for([&] { return uct_iface_flush(m_a.iface, 0, nullptr) == UCS_OK; }, 20))
+            << "polled iface flush never completed";
+    ASSERT_TRUE(wait_for([&] {
+        st = uct_ep_put_short(ep, &v, sizeof(v), (uintptr_t)dst.addr + 8, dst.rkey.rkey);
+        return st != UCS_ERR_NO_RESOURCE;
+    }));
+    EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 20))
+            << "polled ep flush never completed";
+    EXPECT_EQ(0, std::memcmp(dst.addr, &v, sizeof(v)));
+    EXPECT_EQ(0, std::memcmp(static_cast<char *>(dst.addr) + 8, &v, sizeof(v)));
+    dereg(dst);
+}
+
 TEST_F(rc_zv, receiver_not_ready_loses_nothing)
 {
     // A receiver with 16 receive buffers that does not progress while the
