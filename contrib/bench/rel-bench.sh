@@ -23,6 +23,8 @@
 # 20000), ZV_BENCH_BW_ITERS (default 100).
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=contrib/bench/bench-lib.sh
+. "$src/contrib/bench/bench-lib.sh"
 b=$(cd "${1:-${ZV_BUILDDIR:-build}}" && pwd)
 rounds=${ZV_BENCH_ROUNDS:-3}
 lat_iters=${ZV_BENCH_LAT_ITERS:-20000}
@@ -64,10 +66,8 @@ pt() {
     done
     LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port -f "$@" 127.0.0.1 > "$tmp/cli" 2>&1 || true
     wait $spid || true
-    awk -v c="$col" '$1 ~ /^[0-9]+$/ && NF >= 8 {v = $(c - 1)} END {print (v == "" ? "nan" : v)}' "$tmp/cli"
+    pt_column "$col" "$tmp/cli"
 }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "nan")}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 declare -A r
 for ((i = 1; i <= rounds; ++i)); do

@@ -15,6 +15,8 @@
 # default "loss 1%").
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=contrib/bench/bench-lib.sh
+. "$src/contrib/bench/bench-lib.sh"
 b=$(cd "${1:-${ZV_BUILDDIR:-build}}" && pwd)
 rounds=${ZV_BENCH_ROUNDS:-3}
 lat_iters=${ZV_BENCH_LAT_ITERS:-2000}
@@ -53,10 +55,8 @@ pt() {
     # shellcheck disable=SC2086
     env $envs "${extra[@]}" timeout 300 ucx_perftest -p $port -f "$@" $peer >"$tmp/cli" 2>&1 || true
     wait $spid || true
-    awk -v c="$col" '$1 ~ /^[0-9]+$/ && NF >= 8 {v = $(c - 1)} END {print (v == "" ? "nan" : v)}' "$tmp/cli"
+    pt_column "$col" "$tmp/cli"
 }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "nan")}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 declare -A r
 for ((i = 1; i <= rounds; ++i)); do
