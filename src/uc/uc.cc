@@ -205,15 +205,14 @@ ucs_status_t uc_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
 bool uc_handle(ud_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
 {
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-        uint32_t imm = ntohl(wc.imm_data);
-        auto it      = iface->conn_by_qp.find(wc.qp_num);
-        if (((imm & ~(put_imm_flag | 0xffffu)) != 0) || !(imm & put_imm_flag) ||
-            (it == iface->conn_by_qp.end())) {
+        uint16_t psn;
+        auto it = iface->conn_by_qp.find(wc.qp_num);
+        if (!decode_put_imm(ntohl(wc.imm_data), &psn) || (it == iface->conn_by_qp.end())) {
             ++iface->bad_rx;
             return false;
         }
         ud_hdr h = {};
-        h.psn    = static_cast<uint16_t>(imm);
+        h.psn    = psn;
         ++iface->rx_puts;
         return deliver_data(iface, it->second, h, nullptr, 0, b, false);
     }

@@ -89,6 +89,16 @@ struct parsed_pkt {
 /// bit and the psn; the receive completion is the put's reliable packet.
 constexpr uint32_t put_imm_flag = 0x80000000u;
 inline uint32_t put_imm(uint16_t psn) { return __builtin_bswap32(put_imm_flag | psn); }
+/// The receive side of put_imm: 'host_imm' is ntohl(wc.imm_data). True, with
+/// the psn, only for what put_imm produces (the marker bit, no other bits).
+[[nodiscard]] inline bool decode_put_imm(uint32_t host_imm, uint16_t *psn)
+{
+    if ((host_imm & ~(put_imm_flag | 0xffffu)) != 0 || !(host_imm & put_imm_flag)) {
+        return false;
+    }
+    *psn = static_cast<uint16_t>(host_imm);
+    return true;
+}
 
 /// Payload that fits a small send buffer: short messages, connection
 /// requests, zero-copy headers, control packets. Everything else (bcopy)

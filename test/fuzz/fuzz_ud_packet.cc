@@ -2,7 +2,8 @@
 // Fuzz target: the receive-side validation of ud_zv and uc_zv
 // (src/ud/ud_wire.cc): parse_packet, a datagram as the UD QP hands it over
 // (40-byte GRH, ud_hdr, body), and parse_hdr, the same without GRH (a SEND
-// on a uc_zv queue pair). Every input goes through both.
+// on a uc_zv queue pair). Every input goes through both; its first four
+// bytes are also a uc_zv put's immediate data (decode_put_imm).
 #include "ud/ud_iface.h"
 
 #include "fuzz_common.h"
@@ -70,6 +71,18 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     }
     if (parse_hdr(pkt, size, &p)) {
         check_accepted(pkt, size, 0, p);
+    }
+    if (size >= sizeof(uint32_t)) {
+        uint32_t imm;
+        uint16_t psn = 0;
+        std::memcpy(&imm, data, sizeof(imm));
+        if (decode_put_imm(imm, &psn)) {
+            // Accepted: exactly what a sender's put_imm(psn) carries.
+            ZV_FUZZ_CHECK(__builtin_bswap32(put_imm(psn)) == imm);
+        } else {
+            // Refused: put_imm never produces it.
+            ZV_FUZZ_CHECK(!(imm & put_imm_flag) || (imm & 0x7fff0000u) != 0);
+        }
     }
     return 0;
 }
