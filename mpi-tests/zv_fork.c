@@ -10,19 +10,26 @@
  * registrations stay in the cache across the fork):
  *   1. exchange a fresh pattern both ways, every byte checked;
  *   2. system("true") (glibc may spawn it without copying the address
- *      space), then fork(): the child overwrites both buffers with 0x5a
- *      and waits;
+ *      space), then fork(). The child touches every page of both buffers
+ *      and writes 0x5a into each page it can reach. A page may be absent in
+ *      the child: libibverbs marks registered memory MADV_DONTFORK once
+ *      ibv_fork_init() ran, which UCX's ib md does by default
+ *      (UCX_IB_FORK_INIT=try), even on kernels that copy pinned pages at
+ *      fork. Otherwise the page is the child's own copy.
  *   3. exchange a new pattern through the same buffers: the peer's RDMA must
  *      land in the parent, and what the parent sends must be its own data,
  *      not the child's 0x5a;
- *   4. the child, released, checks its copy of the receive buffer still
- *      holds only 0x5a (nothing of step 3 reached it) and exits 0, or 3 if
- *      it saw the parent's data. The parent reaps it and counts that too.
+ *   4. the child, released, checks the pages of its receive buffer it could
+ *      reach still hold its 0x5a (nothing of step 3 reached it), prints how
+ *      many pages were absent and how many were copies, and exits 0, or 3
+ *      if it saw the parent's data. The parent reaps it and counts that.
  * Prints "fork rounds R messages M errors E child-errors C"; exits 1 on any
  * error.
  */
 #include <mpi.h>
 
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +62,53 @@ static unsigned long exchange(unsigned char *s, unsigned char *r, size_t len, in
     return bad;
 }
 
+static sigjmp_buf g_probe;
+
+static void on_segv(int sig)
+{
+    (void)sig;
+    siglongjmp(g_probe, 1);
+}
+
+/* Touch one byte: 1 if the page is there, 0 if it faulted. */
+static int probe(volatile unsigned char *p, int write, unsigned char *val)
+{
+    if (sigsetjmp(g_probe, 1) != 0) return 0;
+    if (write) *p = 0x5a;
+    *val = *p;
+    return 1;
+}
+
+/* The child (no MPI). 'ready' tells the parent its writes are done; 'go'
+ * says the parent's exchange after the fork has completed. Returns the
+ * exit status: 0, or 3 when it saw the parent's data. */
+static int child_main(unsigned char *s, unsigned char *r, size_t len, int ready, int go)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned long absent = 0, copied = 0, seen = 0;
+    unsigned char v;
+    struct sigaction sa;
+    char c = 'r';
+    size_t off;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
+    for (off = 0; off < len; off += page) {
+        if (probe(s + off, 1, &v)) ++copied; else ++absent;
+        if (probe(r + off, 1, &v)) ++copied; else ++absent;
+    }
+    if (write(ready, &c, 1) != 1) return 4;
+    if (read(go, &c, 1) != 1) return 4;
+    for (off = 0; off < len; off += page) {
+        seen += probe(r + off, 0, &v) && (v != 0x5a);
+    }
+    fprintf(stderr, "child %d: %lu pages absent, %lu private copies, %lu pages showed data "
+            "received after the fork\n", (int)getpid(), absent, copied, seen);
+    return (seen == 0) ? 0 : 3;
+}
+
 int main(int argc, char **argv)
 {
     size_t len = (size_t)4 << 20;
@@ -79,6 +133,8 @@ int main(int argc, char **argv)
         if (rank == 0) fprintf(stderr, "zv_fork: needs 2 ranks, 0 < SIZE <= 1 GiB, ROUNDS >= 1\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    /* A child that dies early must show up in waitpid, not as SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     s = malloc(len);
     r = malloc(len);
     if ((s == NULL) || (r == NULL)) {
@@ -87,10 +143,10 @@ int main(int argc, char **argv)
     }
 
     for (round = 0; round < (unsigned)rounds; ++round) {
-        int go[2];
+        int go[2], ready[2];
+        char c;
         pid_t child;
         int status;
-        size_t i;
 
         errors += exchange(s, r, len, rank, 2 * round);
         ++msgs;
@@ -99,7 +155,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: system(\"true\") failed\n", rank);
             ++errors;
         }
-        if (pipe(go) != 0) {
+        if ((pipe(go) != 0) || (pipe(ready) != 0)) {
             perror("pipe");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
@@ -109,21 +165,18 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         if (child == 0) {
-            /* No MPI here: write over both buffers, wait for the parent's
-             * exchange to finish, then look at what this copy holds. */
-            char c;
-            unsigned long seen = 0;
             close(go[1]);
-            memset(s, 0x5a, len);
-            memset(r, 0x5a, len);
-            if (read(go[0], &c, 1) != 1) _exit(4);
-            for (i = 0; i < len; ++i) seen += (r[i] != 0x5a) || (s[i] != 0x5a);
-            _exit(seen == 0 ? 0 : 3);
+            close(ready[0]);
+            _exit(child_main(s, r, len, ready[1], go[0]));
         }
         close(go[0]);
-        /* Let the child write first, so a shared page would carry its 0x5a
+        close(ready[1]);
+        /* The child writes first, so a shared page would carry its 0x5a
          * into what the parent sends or receives. */
-        usleep(100000);
+        if (read(ready[0], &c, 1) != 1) {
+            fprintf(stderr, "rank %d round %u: the child died before writing\n", rank, round);
+        }
+        close(ready[0]);
         MPI_Barrier(MPI_COMM_WORLD);
 
         errors += exchange(s, r, len, rank, 2 * round + 1);

@@ -57,6 +57,13 @@ ucs_status_t buffer_pool::grow()
         count = std::min(count, m_max - m_allocated);
     }
 
+    if (m_skip > 0) {
+        // The last registration failed (out of locked memory): do not pay a
+        // failing system call on every progress; try again a while later.
+        --m_skip;
+        return UCS_ERR_NO_RESOURCE;
+    }
+
     size_t size = align_up(count * m_stride, 4096);
     void *mem   = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -70,10 +77,16 @@ ucs_status_t buffer_pool::grow()
     (void)madvise(mem, size, MADV_DONTFORK);
     ibv_mr *mr = ibv_reg_mr(m_dev->pd(), mem, size, m_access);
     if (mr == nullptr) {
-        ucs_error("%s: ibv_reg_mr() of %zu bytes of %s buffers failed: %m",
-                  m_dev->name().c_str(), size, m_name);
+        const int err = errno;
+        // Said once per pool: the pool keeps working with what it has, and
+        // retries after 1024 more requests.
+        ucs_log((m_failures++ == 0) ? UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DEBUG,
+                "%s: ibv_reg_mr() of %zu bytes of %s buffers failed: %s%s (%u registered)",
+                m_dev->name().c_str(), size, m_name, strerror(err),
+                (err == ENOMEM) ? " (locked memory limit? see ulimit -l)" : "", m_allocated);
         munmap(mem, size);
-        return verbs::status_from_errno(errno);
+        m_skip = 1024;
+        return verbs::status_from_errno(err);
     }
     m_slabs.push_back({mem, size, mr});
 

@@ -109,6 +109,11 @@ public:
         return n;
     }
 
+    /// At interface creation: register the first slab now, so an interface
+    /// that cannot have a single buffer of this kind fails to open, with the
+    /// reason, instead of failing its sends later.
+    [[nodiscard]] ucs_status_t reserve() { return (m_allocated > 0) ? UCS_OK : grow(); }
+
     size_t payload() const { return m_payload; }
     size_t headroom() const { return m_headroom; }
     size_t data_offset() const { return m_data_offset; }
@@ -134,6 +139,8 @@ private:
     unsigned             m_max         = 0;
     unsigned             m_allocated   = 0;
     int                  m_access      = 0;
+    unsigned             m_failures    = 0; ///< slabs that could not be registered
+    unsigned             m_skip        = 0; ///< grow() calls left to refuse at once
     std::vector<slab>    m_slabs;
 };
 

@@ -23,6 +23,16 @@ void close_md(uct_md_h uct_md)
 {
     zv_md *md = from_uct(uct_md);
     if (md->cache != nullptr) {
+        // One line of what the cache did, for UCX_LOG_LEVEL=diag.
+        const rcache::cache_stats s = md->cache->stats();
+        ucs_diag("%s: registration cache (%s): %lu registrations, %lu misses, %lu evicted, "
+                 "%lu invalidated, %lu retried after evicting idle regions, %lu failed",
+                 md->dev.name().c_str(), md->cache->mode_name(),
+                 static_cast<unsigned long>(s.registrations),
+                 static_cast<unsigned long>(s.misses), static_cast<unsigned long>(s.evictions),
+                 static_cast<unsigned long>(s.invalidations),
+                 static_cast<unsigned long>(s.reg_retries),
+                 static_cast<unsigned long>(md->reg_failures.load()));
         rcache::cache::destroy(md->cache);
     }
     delete md->backend;
@@ -105,6 +115,7 @@ ucs_status_t mem_reg(uct_md_h uct_md, void *address, size_t length,
     rcache::region *r;
     ucs_status_t status = md->cache->get(address, length, access_flags(flags), &r);
     if (status != UCS_OK) {
+        md->reg_failures.fetch_add(1, std::memory_order_relaxed);
         ucs_log((flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) ? UCS_LOG_LEVEL_DEBUG :
                                                         UCS_LOG_LEVEL_ERROR,
                 "%s: cannot register address=%p length=%zu: %s",

@@ -9,6 +9,7 @@
 
 #include "glue/ucx_internal.h"
 
+#include <atomic>
 #include <cstddef>
 
 namespace zv::md {
@@ -39,6 +40,9 @@ struct zv_md {
     md_settings          settings;
     rcache::ibv_backend *backend = nullptr;
     rcache::cache       *cache   = nullptr;
+    /// mem_reg calls that failed (after the cache's evict-and-retry): the
+    /// caller (UCP) then falls back to a copy path.
+    std::atomic<uint64_t> reg_failures{0};
 };
 
 /// Component-level entry points (installed in the component by the glue).

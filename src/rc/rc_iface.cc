@@ -446,6 +446,11 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
         status = iface->tx_pool.init(&dev, "rc_zv send", s.seg_size, 0, 128, 0,
                                      IBV_ACCESS_LOCAL_WRITE);
     }
+    if (status == UCS_OK) {
+        // Send buffers first: receive buffers take what locked memory is
+        // left (see post_rx below).
+        status = iface->tx_pool.reserve();
+    }
     if (status != UCS_OK) {
         return status;
     }
@@ -481,6 +486,10 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     if (iface->rx_posted == 0) {
         ucs_error("%s: could not post any receive buffer", name);
         return UCS_ERR_NO_MEMORY;
+    }
+    if (iface->rx_posted < s.common.rx_queue_len) {
+        ucs_warn("%s: rc_zv: %u of UCX_RC_ZV_RX_QUEUE_LEN=%u receive buffers posted", name,
+                 iface->rx_posted, s.common.rx_queue_len);
     }
     return UCS_OK;
 }

@@ -553,6 +553,14 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
                                            sizeof(tx_desc) + sizeof(ud_hdr) + small_payload,
                                            0, 256, 0, IBV_ACCESS_LOCAL_WRITE);
     }
+    if (status == UCS_OK) {
+        // Send buffers first: receive buffers take what locked memory is
+        // left (see post_rx below).
+        status = iface->tx_small_pool.reserve();
+    }
+    if (status == UCS_OK) {
+        status = iface->tx_pool.reserve();
+    }
     if (status != UCS_OK) {
         return status;
     }
@@ -570,6 +578,11 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
     if (iface->rx_posted == 0) {
         ucs_error("%s: could not post any receive buffer", name);
         return UCS_ERR_NO_MEMORY;
+    }
+    if (iface->rx_posted < s.common.rx_queue_len) {
+        ucs_warn("%s: %s: %u of UCX_%s_RX_QUEUE_LEN=%u receive buffers posted", name,
+                 s.uc ? "uc_zv" : "ud_zv", iface->rx_posted, s.uc ? "UC_ZV" : "UD_ZV",
+                 s.common.rx_queue_len);
     }
     return UCS_OK;
 }

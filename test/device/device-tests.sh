@@ -210,6 +210,8 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     done
     # the MPI suite and unmodified applications over every landed zv transport
     . "$s/test/device/mpi-suite.sh"
+    # fork after registration, a tiny locked-memory limit, a rank killed
+    . "$s/test/device/faults-suite.sh"
 else
     tail -20 "$tmp/install.log"
     check "make install" false

@@ -1,0 +1,145 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Faults suite of the device tier, over every zv transport the module offers:
+#  - fork after registration: system() and fork() from an MPI code whose
+#    buffers are registered and cached (mpi-tests/zv_fork);
+#  - a tiny locked-memory limit: ranks without CAP_IPC_LOCK and with
+#    `ulimit -l` far below what the messages need, so registrations fail;
+#    the cache evicts and retries, UCP falls back to copy paths, every byte
+#    still arrives;
+#  - peer death: one rank killed with SIGKILL in the middle of 4 MiB
+#    transfers; mpirun must end the job with an error within
+#    ZV_KILL_LIMIT seconds (default 60) and leave no rank behind.
+#
+# usage: sourced by device-tests.sh after mpi-suite.sh (uses its check(),
+#        ms_run(), $b, $s, $dev, $tmp, $ms_dir), or standalone on the device:
+#        ZV_BUILDDIR=B ZV_SRCDIR=S test/device/faults-suite.sh
+# Environment: ZV_MPI_TLS (default "rc_zv ud_zv uc_zv"), ZV_MEMLOCK_KB
+# (the locked-memory limit of the memlock test; default 24576 for rc_zv,
+# whose 2048 receive buffers of 8 KiB take 16 MiB, else 16384), ZV_KILL_LIMIT.
+if ! declare -F ms_run > /dev/null; then      # standalone: mpi-suite's helpers
+    set -u
+    b=${ZV_BUILDDIR:?}; s=${ZV_SRCDIR:?}
+    pass=0; fail=0
+    check() { local name=$1; shift
+        if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
+    make -C "$b" install > "$tmp/install.log" 2>&1 || { tail "$tmp/install.log"; exit 1; }
+    ldconfig
+    ms_dir=$tmp; ms_t=$b/mpi-tests
+    LD_PRELOAD=$b/.libs/libuct_zv.so.0 ucx_info -d > "$ms_dir/tls" 2>&1
+    ms_run() { # tl nranks mpirun-and-program-args...
+        local tl=$1 np=$2; shift 2
+        timeout 600 mpirun --allow-run-as-root -np "$np" --mca pml ucx \
+            --mca pml_ucx_tls "$tl" --mca pml_ucx_devices "$dev" \
+            -x UCX_TLS="$tl,self" -x UCX_NET_DEVICES="$dev:1" "$@"
+    }
+    fs_standalone=1
+fi
+
+fs_start=$(date +%s)
+fs_limit=${ZV_KILL_LIMIT:-60}
+# fs_pid_of_rank PROGRAM RANK: the pid of that rank on this host, or nothing
+fs_pid_of_rank() {
+    local p
+    for p in $(pgrep -x "$1"); do
+        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+            echo "$p"; return
+        fi
+    done
+}
+
+for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
+    grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
+    echo "---- faults over $fs_tl"
+    fs_memlock=${ZV_MEMLOCK_KB:-$([ "$fs_tl" = rc_zv ] && echo 24576 || echo 16384)}
+
+    # ---- fork after registration: as UCX sets it up by default (its ib md
+    # calls ibv_fork_init(): registered pages are absent in a child), and
+    # with UCX_IB_FORK_INIT=n (the kernel copies pinned pages for the child)
+    for fs_fi in try n; do
+        fs_t=$SECONDS
+        ms_run "$fs_tl" 2 -x UCX_IB_FORK_INIT=$fs_fi "$b/mpi-tests/zv_fork" -S 4194304 -i 3 \
+            > "$ms_dir/fork" 2>&1; fs_rc=$?
+        grep -E '^child ' "$ms_dir/fork" | sed 's/^child [0-9]*: //' | sort | uniq -c | sed 's/^ */  /'
+        tail -n 1 "$ms_dir/fork"; echo "  ($((SECONDS - fs_t)) s)"
+        [ $fs_rc = 0 ] || tail -n 12 "$ms_dir/fork"
+        check "fork and system() after registration over $fs_tl (UCX_IB_FORK_INIT=$fs_fi): data intact, child saw nothing" \
+            bash -c "test $fs_rc = 0 && grep -q 'errors 0 child-errors 0\$' '$ms_dir/fork'"
+    done
+
+    # ---- locked-memory limit: no CAP_IPC_LOCK (root would ignore the
+    # limit), RLIMIT_MEMLOCK of $fs_memlock KiB; 1 B..16 MiB from fresh
+    # buffers. Each rank prints whether it holds CAP_IPC_LOCK and its limit;
+    # at UCX_LOG_LEVEL=diag, zv's md prints what its cache did at close
+    # (registrations retried after evicting, registrations that failed, so
+    # UCP took a copy path) and UCP prints each failed registration.
+    fs_t=$SECONDS
+    ms_run "$fs_tl" 2 -x UCX_LOG_LEVEL=diag setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock \
+        prlimit --memlock="$((fs_memlock * 1024))" -- \
+        bash -c 'echo "memlock-rank: ipc_lock=$(( (0x$(sed -n "s/^CapEff:[[:space:]]*//p" /proc/self/status) >> 14) & 1 )) limit=$(ulimit -l)"; exec "$@"' sh \
+        "$b/mpi-tests/zv_osu" -t lat -S 16777216 -i 4 -F > "$ms_dir/memlock" 2>&1; fs_rc=$?
+    grep -E '^[0-9]+ ' "$ms_dir/memlock" | tail -n 2
+    grep -E 'memlock-rank:|registration cache \(' "$ms_dir/memlock" | sed 's/.*\] *//; s/^/  /'
+    fs_ucp=$(grep -c 'failed to register' "$ms_dir/memlock")
+    echo "  UCP: $fs_ucp failed registrations taken to another path ($((SECONDS - fs_t)) s)"
+    [ $fs_rc = 0 ] || tail -n 15 "$ms_dir/memlock"
+    check "ulimit -l $fs_memlock KiB over $fs_tl: both ranks run without CAP_IPC_LOCK at that limit" \
+        test "$(grep -c "memlock-rank: ipc_lock=0 limit=$fs_memlock\$" "$ms_dir/memlock")" = 2
+    if [ "$fs_tl" = ud_zv ]; then
+        # UCP sends everything over ud_zv by copy (no RMA, no zero-copy AM
+        # it picks): the md registers no user memory, the limit only bounds
+        # ud_zv's own buffers.
+        echo "  ud_zv: UCP registers no user memory over it (copy paths only)"
+    else
+        check "ulimit -l $fs_memlock KiB over $fs_tl: the limit bit (registrations retried or failed)" \
+            awk '/registration cache \(/ { for (i = 1; i < NF; ++i) if ($(i+1) == "retried" || $(i+1) == "failed") n += $i }
+                 END { exit !(n > 0) }' "$ms_dir/memlock"
+    fi
+    check "ulimit -l $fs_memlock KiB over $fs_tl: no error printed" \
+        bash -c "! grep -E 'UCX +ERROR' '$ms_dir/memlock'"
+    check "lat 1 B..16 MiB fresh buffers under ulimit -l $fs_memlock KiB over $fs_tl: data intact" \
+        test $fs_rc = 0
+
+    # ---- peer death: SIGKILL rank 1 during 4 MiB bandwidth
+    fs_t=$SECONDS
+    ms_run "$fs_tl" 2 "$b/mpi-tests/zv_osu" -t bw -s 4194304 -S 4194304 -i 100000 -q \
+        > "$ms_dir/kill" 2>&1 &
+    fs_mp=$!
+    fs_victim=
+    for _ in $(seq 60); do
+        fs_victim=$(fs_pid_of_rank zv_osu 1)
+        [ -n "$fs_victim" ] && [ -n "$(fs_pid_of_rank zv_osu 0)" ] && break
+        sleep 1
+    done
+    sleep 5                       # into the transfers
+    fs_rc=none fs_took=
+    if [ -n "$fs_victim" ] && kill -0 $fs_mp 2>/dev/null; then
+        fs_k=$(date +%s.%N)
+        kill -9 "$fs_victim"
+        for _ in $(seq $((fs_limit * 10))); do kill -0 $fs_mp 2>/dev/null || break; sleep 0.1; done
+        if kill -0 $fs_mp 2>/dev/null; then
+            fs_rc=hang; kill -9 $fs_mp 2>/dev/null
+        else
+            wait $fs_mp; fs_rc=$?
+        fi
+        fs_took=$(echo "$(date +%s.%N) $fs_k" | awk '{printf "%.1f", $1 - $2}')
+    else
+        kill $fs_mp 2>/dev/null; wait $fs_mp
+    fi
+    sleep 1
+    fs_left=$(pgrep -x zv_osu | tr '\n' ' ')
+    [ -z "$fs_left" ] || kill -9 $fs_left 2>/dev/null
+    echo "  rank 1 (pid ${fs_victim:-none}) killed: mpirun exit $fs_rc after ${fs_took:-?} s;" \
+         "ranks left: ${fs_left:-none} ($((SECONDS - fs_t)) s)"
+    grep -m 3 -iE 'error|abort|killed|signal' "$ms_dir/kill" | cut -c1-160 | sed 's/^/  /'
+    check "rank killed mid-transfer over $fs_tl: job ends with an error within $fs_limit s" \
+        bash -c "[[ '$fs_rc' =~ ^[0-9]+\$ ]] && test '$fs_rc' != 0"
+    check "rank killed mid-transfer over $fs_tl: no rank left behind" test -z "$fs_left"
+done
+echo "faults-suite: $(( $(date +%s) - fs_start )) s"
+if [ -n "${fs_standalone:-}" ]; then
+    echo "faults-suite: $pass passed, $fail failed"
+    [ $fail = 0 ]
+fi
