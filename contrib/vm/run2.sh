@@ -90,7 +90,14 @@ elif [ ${#shares[@]} = 0 ]; then
     shares=("${top:-$PWD}")
 fi
 share_opts=()
-for d in ${shares[@]+"${shares[@]}"}; do share_opts+=(--share "$d"); done
+here_seen=0
+for d in ${shares[@]+"${shares[@]}"}; do
+    share_opts+=(--share "$d")
+    case "$here/" in "${d%/}"/*) here_seen=1 ;; esac
+done
+# The VMs run two-host-guest.sh from here: share this directory too when
+# no shared one holds it (a clone under /tmp is not visible in the VM).
+[ $here_seen = 1 ] || share_opts+=(--share "$here")
 
 t0=$(now)
 deadline=$((SECONDS + timeout))     # counted from this script's start
