@@ -122,15 +122,9 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
         return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
     }
     if (comp == nullptr) {
-        // Polled flush: the caller calls again until UCS_OK, so make sure a
-        // completion will come for the last work request.
-        if ((ep->st == rc_ep::state::connected) && (ep->signaled_seq != ep->posted_seq)) {
-            ucs_status_t status = signal_tail(ep, nullptr);
-            if (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) {
-                return status;
-            }
-        }
-        return UCS_INPROGRESS;
+        ucs_status_t status = signal_tail_for_polled_flush(ep);
+        return (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) ? status
+                                                                              : UCS_INPROGRESS;
     }
     tx_op *op = op_get(ep->iface);
     if (op == nullptr) {

@@ -132,6 +132,18 @@ inline ucs_status_t signal_tail(rc_ep *ep, tx_op *op)
     return post(ep, &wr, op, true);
 }
 
+/// A polled flush (no completion to call): the caller polls until UCS_OK,
+/// so a connected endpoint whose tail is unsignaled gets a signaled WR
+/// behind it, whose completion reports the rest. UCS_OK when none was
+/// needed or it was posted; UCS_ERR_NO_RESOURCE when the queue is full.
+inline ucs_status_t signal_tail_for_polled_flush(rc_ep *ep)
+{
+    if ((ep->st != rc_ep::state::connected) || (ep->signaled_seq == ep->posted_seq)) {
+        return UCS_OK;
+    }
+    return signal_tail(ep, nullptr);
+}
+
 /// Post 'wr' (opcode and remote fields set by the caller) over 'length'
 /// bytes of the bounce buffer 'b'; on failure the op is retired.
 inline ssize_t post_bounced(rc_ep *ep, ibv_send_wr *wr, iface::buffer *b, tx_op *op,

@@ -12,31 +12,12 @@
 #    ZV_KILL_LIMIT seconds (default 60) and leave no rank behind.
 #
 # usage: sourced by device-tests.sh after mpi-suite.sh (uses its check(),
-#        ms_run(), $b, $s, $dev, $tmp, $ms_dir), or standalone on the device:
+#        $b, $s, $dev, $tmp; ms_run from suite-lib.sh), or standalone on the device:
 #        ZV_BUILDDIR=B ZV_SRCDIR=S test/device/faults-suite.sh
 # Environment: ZV_MPI_TLS (default "rc_zv ud_zv uc_zv"), ZV_MEMLOCK_KB
 # (the locked-memory limit of the memlock test; default 24576 for rc_zv,
 # whose 2048 receive buffers of 8 KiB take 16 MiB, else 16384), ZV_KILL_LIMIT.
-if ! declare -F ms_run > /dev/null; then      # standalone: mpi-suite's helpers
-    set -u
-    b=${ZV_BUILDDIR:?}; s=${ZV_SRCDIR:?}
-    pass=0; fail=0
-    check() { local name=$1; shift
-        if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
-    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
-    make -C "$b" install > "$tmp/install.log" 2>&1 || { tail "$tmp/install.log"; exit 1; }
-    ldconfig
-    ms_dir=$tmp; ms_t=$b/mpi-tests
-    LD_PRELOAD=$b/.libs/libuct_zv.so.0 ucx_info -d > "$ms_dir/tls" 2>&1
-    ms_run() { # tl nranks mpirun-and-program-args...
-        local tl=$1 np=$2; shift 2
-        timeout 600 mpirun --allow-run-as-root -np "$np" --mca pml ucx \
-            --mca pml_ucx_tls "$tl" --mca pml_ucx_devices "$dev" \
-            -x UCX_TLS="$tl,self" -x UCX_NET_DEVICES="$dev:1" "$@"
-    }
-    fs_standalone=1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/suite-lib.sh"
 
 fs_start=$(date +%s)
 fs_limit=${ZV_KILL_LIMIT:-60}
@@ -139,7 +120,7 @@ for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
     check "rank killed mid-transfer over $fs_tl: no rank left behind" test -z "$fs_left"
 done
 echo "faults-suite: $(( $(date +%s) - fs_start )) s"
-if [ -n "${fs_standalone:-}" ]; then
+if [ -n "${suite_standalone:-}" ]; then
     echo "faults-suite: $pass passed, $fail failed"
     [ $fail = 0 ]
 fi

@@ -9,8 +9,8 @@
 # mode). Short versions, sized for CI in the emulated VM.
 #
 # usage: sourced by device-tests.sh after `make install` (uses its check(),
-#        $b, $s, $dev, $tmp and counts into its pass/fail), or standalone on
-#        the device:  ZV_BUILDDIR=B ZV_SRCDIR=S test/device/mpi-suite.sh
+#        $b, $s, $dev, $tmp and counts into its pass/fail; see suite-lib.sh),
+#        or standalone on the device:  ZV_BUILDDIR=B ZV_SRCDIR=S test/device/mpi-suite.sh
 #        (installs the build first; prints its own totals).
 # Environment: ZV_MPI_TLS (default "rc_zv ud_zv uc_zv": transports to try;
 # one not offered by the module is printed as "not landed", not counted);
@@ -18,35 +18,8 @@
 # LatencyBandwidth section alone took 157 s over rc_zv and 528 s over ud_zv
 # in the VM, too long for CI on every transport; "rc_zv ud_zv uc_zv" runs
 # it over all of them.
-if ! declare -F check > /dev/null; then      # standalone
-    set -u
-    b=${ZV_BUILDDIR:?}; s=${ZV_SRCDIR:?}
-    pass=0; fail=0
-    check() { local name=$1; shift
-        if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
-    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
-    make -C "$b" install > "$tmp/install.log" 2>&1 || { tail "$tmp/install.log"; exit 1; }
-    ldconfig
-    ms_standalone=1
-fi
-
+. "$(dirname "${BASH_SOURCE[0]}")/suite-lib.sh"
 ms_start=$(date +%s)
-ms_dir=$tmp/mpi-suite; mkdir -p "$ms_dir"
-ms_mod=$b/.libs/libuct_zv.so.0
-ms_t=$b/mpi-tests
-LD_PRELOAD=$ms_mod ucx_info -d > "$ms_dir/tls" 2>&1
-
-# mpirun over one zv transport; UCX_TLS without sm, so ranks on one host
-# talk through the device.
-ms_run() { # tl nranks mpirun-and-program-args...
-    local tl=$1 np=$2; shift 2
-    local over=()
-    [ "$np" -le "$(nproc)" ] || over=(--oversubscribe)   # correctness only, never timed
-    timeout 600 mpirun --allow-run-as-root -np "$np" "${over[@]}" --mca pml ucx \
-        --mca pml_ucx_tls "$tl" --mca pml_ucx_devices "$dev" \
-        -x UCX_TLS="$tl,self" -x UCX_NET_DEVICES="$dev:1" "$@"
-}
 # ms_prog NAME TL NP [mpirun args] -- PROGRAM ARGS: run, show the tail, check.
 ms_prog() {
     local name=$1 tl=$2 np=$3 rc t0=$SECONDS; shift 3
@@ -149,7 +122,7 @@ for ms_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
     echo "---- $ms_tl: $(( $(date +%s) - ms_t0 )) s"
 done
 echo "mpi-suite: $(( $(date +%s) - ms_start )) s"
-if [ -n "${ms_standalone:-}" ]; then
+if [ -n "${suite_standalone:-}" ]; then
     echo "mpi-suite: $pass passed, $fail failed"
     [ $fail = 0 ]
 fi
