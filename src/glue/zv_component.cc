@@ -81,6 +81,7 @@ struct zv_rc_iface_config {
     size_t             seg_size;
     size_t             max_inline;
     double             conn_timeout;
+    unsigned           max_peer_conns;
     double             timeout;
     unsigned           retry_count;
 };
@@ -126,6 +127,13 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
      "How long an endpoint tries to reach the peer's interface before it fails\n"
      "with an endpoint error.",
      offsetof(zv_rc_iface_config, conn_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"MAX_PEER_CONNS", "64",
+     "Connections one peer interface (one remote process's interface) may open\n"
+     "to this interface. A peer asking for more is refused, with a warning once:\n"
+     "a broken or hostile peer cannot exhaust this host's queue pairs or memory.\n"
+     "UCP opens one or two per peer.",
+     offsetof(zv_rc_iface_config, max_peer_conns), UCS_CONFIG_TYPE_UINT},
 
     {"TIMEOUT", "1s",
      "Transport retry timeout of the RC queue pairs (rounded to the device's\n"
@@ -235,6 +243,7 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
     s.seg_size            = static_cast<unsigned>(config->seg_size);
     s.max_inline          = static_cast<unsigned>(config->max_inline);
     s.conn_timeout        = config->conn_timeout;
+    s.common.max_peer_conns = config->max_peer_conns;
     s.timing.timeout      = ib_timeout_exponent(config->timeout);
     s.timing.retry_cnt    = static_cast<uint8_t>(config->retry_count);
 
@@ -247,6 +256,7 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
         {"UCX_RC_ZV_SEG_SIZE", (config->seg_size < 256) || (config->seg_size > (1ul << 20)), "256..1m"},
         {"UCX_RC_ZV_TX_MAX_INLINE", config->max_inline > 1024, "0..1024"},
         {"UCX_RC_ZV_CONN_TIMEOUT", !(config->conn_timeout > 0), "> 0"},
+        {"UCX_RC_ZV_MAX_PEER_CONNS", (config->max_peer_conns == 0) || (config->max_peer_conns > 65536), "1..65536"},
         {"UCX_RC_ZV_RETRY_COUNT", config->retry_count > 6, "0..6"},
         // 4.096us * 2^31 is the longest timeout a QP can hold.
         {"UCX_RC_ZV_TIMEOUT", !(config->timeout > 0) || (config->timeout > 8796), "> 0 and <= 8796s"},

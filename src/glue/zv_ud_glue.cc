@@ -24,6 +24,7 @@ struct zv_rel_config {
     double             rto_max;
     double             timeout;
     double             ack_delay;
+    unsigned           max_peer_conns;
     double             fault_drop;
     double             fault_dup;
     double             fault_reorder;
@@ -78,6 +79,13 @@ ucs_config_field_t zv_rel_config_table[] = {
      "acknowledgement before sending one on its own (one is also sent after\n"
      "WINDOW/4 packets).",
      offsetof(zv_rel_config, ack_delay), UCS_CONFIG_TYPE_TIME},
+
+    {"MAX_PEER_CONNS", "64",
+     "Connections one peer interface (one remote process's interface) may open\n"
+     "to this interface. A peer asking for more is refused, with a warning once:\n"
+     "a broken or hostile peer cannot exhaust this host's queue pairs or memory.\n"
+     "UCP opens one or two per peer.",
+     offsetof(zv_rel_config, max_peer_conns), UCS_CONFIG_TYPE_UINT},
 
     {"FAULT_DROP", "0",
      "Testing only: probability (0..1) that a received packet is dropped before\n"
@@ -170,6 +178,7 @@ ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
     s->rel.peer_timeout    = ucs_time_from_sec(c.timeout);
     s->rel.ack_delay       = ucs_time_from_sec(c.ack_delay);
     s->rel.ack_every       = (c.window >= 4) ? c.window / 4 : 1;
+    s->common.max_peer_conns = c.max_peer_conns;
     s->fault.drop          = c.fault_drop;
     s->fault.dup           = c.fault_dup;
     s->fault.reorder       = c.fault_reorder;
@@ -180,7 +189,8 @@ ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
                                  p + "TX_MAX_INLINE", p + "WINDOW", p + "RTO",
                                  p + "RTO_MAX", p + "TIMEOUT", p + "ACK_DELAY",
                                  p + "FAULT_DROP", p + "FAULT_DUP", p + "FAULT_REORDER",
-                                 p + "FAULT_DROP + FAULT_DUP + FAULT_REORDER"};
+                                 p + "FAULT_DROP + FAULT_DUP + FAULT_REORDER",
+                                 p + "MAX_PEER_CONNS"};
     const zv::glue::range_check checks[] = {
         {names[0].c_str(), (c.rx_queue_len < 64) || (c.rx_queue_len > 65536), "64..65536"},
         {names[1].c_str(), (c.rx_batch == 0) || (c.rx_batch > c.rx_queue_len), "1..RX_QUEUE_LEN"},
@@ -195,6 +205,7 @@ ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
         {names[10].c_str(), bad_rate(c.fault_dup), "0..1"},
         {names[11].c_str(), bad_rate(c.fault_reorder), "0..1"},
         {names[12].c_str(), bad_rate(c.fault_drop + c.fault_dup + c.fault_reorder), "a sum of at most 1"},
+        {names[13].c_str(), (c.max_peer_conns == 0) || (c.max_peer_conns > 65536), "1..65536"},
     };
     return zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
 }

@@ -52,9 +52,10 @@ conn_manager::~conn_manager()
 
 ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
                                 const conn_callbacks &cb, double timeout_sec,
-                                ibv_comp_channel *channel)
+                                ibv_comp_channel *channel, const char *limit_var)
 {
     m_iface     = iface;
+    m_limit_var = limit_var;
     m_transport = transport;
     m_cb        = cb;
     m_timeout   = std::chrono::duration_cast<clock::duration>(
@@ -220,6 +221,16 @@ void conn_manager::disconnect(uint64_t conn_id, const device_addr &peer,
     (void)send(peer, peer_ud_qpn, make_msg(conn_msg::disc, conn_id, 0));
 }
 
+/// A message is taken only from the interface it names: its UD QP sent it
+/// and (when the device delivers a GRH) from the GID it claims. Replies go
+/// where a message says, so this keeps a third party from pointing them at
+/// someone else or from tearing down someone else's connection.
+bool conn_manager::from_sender(const ibv_wc &wc, const char *grh, const conn_msg &msg) const
+{
+    return ((wc.src_qp & 0xffffff) == (msg.ud_qpn & 0xffffff)) &&
+           (((wc.wc_flags & IBV_WC_GRH) == 0) || grh_source_matches(grh, msg.dev.gid));
+}
+
 void conn_manager::handle(const conn_msg &msg)
 {
     switch (msg.type) {
@@ -230,10 +241,26 @@ void conn_manager::handle(const conn_msg &msg)
         if (it != m_passive.end()) {
             qp = it->second; // duplicate REQ: answer again
         } else {
+            unsigned &n = m_per_peer[peer_key(std::get<0>(key), msg.ud_qpn)];
+            if (n >= m_iface->settings.max_peer_conns) {
+                ++m_refused;
+                if (!m_warned) {
+                    m_warned = true;
+                    ucs_warn("qp 0x%x: peer interface (UD qp 0x%x) asks for more than "
+                             "%s=%u connections: refusing it (said once)",
+                             m_qp->qp_num, msg.ud_qpn, m_limit_var,
+                             m_iface->settings.max_peer_conns);
+                }
+                return; // the peer's endpoint times out (CONN_TIMEOUT)
+            }
             if (m_cb.accept(m_cb.arg, to_remote(msg.dev), msg.qpn & 0xffffff, &qp) !=
                 UCS_OK) {
+                if (n == 0) {
+                    m_per_peer.erase(peer_key(std::get<0>(key), msg.ud_qpn));
+                }
                 return; // logged by accept; the peer retries
             }
+            ++n;
             m_passive.emplace(std::move(key), qp);
         }
         (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qp->qp_num));
@@ -255,7 +282,12 @@ void conn_manager::handle(const conn_msg &msg)
                 m_cb.released(m_cb.arg, it->second);
             }
             verbs::destroy_qp(it->second);
+            auto pk = peer_key(std::get<0>(it->first), msg.ud_qpn);
             m_passive.erase(it);
+            auto pit = m_per_peer.find(pk);
+            if ((pit != m_per_peer.end()) && (--pit->second == 0)) {
+                m_per_peer.erase(pit);
+            }
         }
         break;
     }
@@ -299,11 +331,17 @@ unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
         }
         unsigned index = static_cast<unsigned>(wc[i].wr_id);
         conn_msg msg;
+        const char *grh = m_rx_mem + index * rx_size;
         if ((wc[i].status == IBV_WC_SUCCESS) && (wc[i].byte_len >= grh_len) &&
-            parse_conn_msg(m_rx_mem + index * rx_size + grh_len,
-                           wc[i].byte_len - grh_len, m_transport, &msg)) {
-            handle(msg);
-            ++count;
+            parse_conn_msg(grh + grh_len, wc[i].byte_len - grh_len, m_transport, &msg)) {
+            if (from_sender(wc[i], grh, msg)) {
+                handle(msg);
+                ++count;
+            } else {
+                ++m_spoofed;
+                ucs_debug("qp 0x%x: dropped a connection message naming UD qp 0x%x, "
+                          "sent by qp 0x%x", m_qp->qp_num, msg.ud_qpn, wc[i].src_qp);
+            }
         } else if (wc[i].status == IBV_WC_SUCCESS) {
             ucs_debug("qp 0x%x: dropped a malformed connection message", m_qp->qp_num);
         } else {

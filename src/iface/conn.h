@@ -48,6 +48,13 @@ struct __attribute__((packed)) conn_msg {
 [[nodiscard]] bool parse_conn_msg(const char *buf, size_t len, ibv_qp_type transport,
                                   conn_msg *out);
 
+/// Whether a received 40-byte GRH area names 'gid' as the packet's source:
+/// an IB/RoCE v1 GRH or a RoCE v2 IPv6 header (version 6, source GID at
+/// byte 8), or RoCE v2's IPv4 header in its last 20 bytes (version 4, the
+/// source address at byte 32, against an IPv4-mapped gid). True when the
+/// area is neither: there is nothing to check it against.
+[[nodiscard]] bool grh_source_matches(const char *grh, const uint8_t gid[16]);
+
 /// What the transport does for the connection manager (slow path).
 struct conn_callbacks {
     void *arg;
@@ -72,10 +79,12 @@ public:
     conn_manager(const conn_manager &)            = delete;
     conn_manager &operator=(const conn_manager &) = delete;
 
-    /// channel: completion channel for wakeup (may be null).
+    /// channel: completion channel for wakeup (may be null). A peer
+    /// interface holds at most iface->settings.max_peer_conns passive QPs
+    /// here; limit_var names that setting in the warning a refusal prints.
     [[nodiscard]] ucs_status_t init(zv_iface *iface, ibv_qp_type transport,
                                     const conn_callbacks &cb, double timeout_sec,
-                                    ibv_comp_channel *channel);
+                                    ibv_comp_channel *channel, const char *limit_var);
 
     ibv_cq *cq() const { return m_cq; }
     /// Poll completions into a stash for the next progress(); true if any.
@@ -96,6 +105,10 @@ public:
 
     bool busy() const { return !m_connecting.empty(); }
     size_t passive_count() const { return m_passive.size(); }
+    /// Messages dropped because they did not come from the interface they
+    /// name, and connection requests refused by the per-peer limit.
+    uint64_t spoofed() const { return m_spoofed; }
+    uint64_t refused() const { return m_refused; }
 
 private:
     using clock = std::chrono::steady_clock;
@@ -110,9 +123,12 @@ private:
     };
     // Passive side: (peer gid, peer UD qpn, conn_id) -> our passive QP.
     using passive_key = std::tuple<std::vector<uint8_t>, uint32_t, uint64_t>;
+    // A peer interface: (gid, UD qpn) -> its passive QPs here.
+    using peer_key = std::pair<std::vector<uint8_t>, uint32_t>;
 
     void post_recv(unsigned index);
     void handle(const conn_msg &msg);
+    bool from_sender(const ibv_wc &wc, const char *grh, const conn_msg &msg) const;
     ucs_status_t send(const device_addr &peer, uint32_t peer_ud_qpn,
                       const conn_msg &msg);
     ucs_status_t ah_for(const device_addr &peer, ibv_ah **ah_p);
@@ -136,6 +152,11 @@ private:
     unsigned                           m_tx_outstanding = 0;
     std::map<uint64_t, connecting>     m_connecting;
     std::map<passive_key, ibv_qp *>    m_passive;
+    std::map<peer_key, unsigned>       m_per_peer;
+    const char                        *m_limit_var = "";
+    uint64_t                           m_spoofed = 0;
+    uint64_t                           m_refused = 0;
+    bool                               m_warned  = false;
     std::map<std::vector<uint8_t>, ibv_ah *> m_ahs;
     ibv_wc                             m_stash[16];
     int                                m_stash_count = 0;

@@ -18,4 +18,18 @@ bool parse_conn_msg(const char *buf, size_t len, ibv_qp_type transport, conn_msg
             (out->type == conn_msg::disc));
 }
 
+bool grh_source_matches(const char *grh, const uint8_t gid[16])
+{
+    const auto *g = reinterpret_cast<const uint8_t *>(grh);
+    if ((g[0] >> 4) == 6) {
+        return std::memcmp(g + 8, gid, 16) == 0;
+    }
+    if ((g[20] >> 4) == 4) {
+        static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        return (std::memcmp(gid, v4_mapped, sizeof(v4_mapped)) == 0) &&
+               (std::memcmp(g + 32, gid + 12, 4) == 0);
+    }
+    return true;
+}
+
 } // namespace zv::iface

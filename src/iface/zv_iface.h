@@ -20,6 +20,9 @@ struct __attribute__((packed)) device_addr {
 struct iface_settings {
     unsigned rx_queue_len; ///< receive buffers posted to the shared queue
     unsigned tx_queue_len; ///< send work requests in flight per interface
+    /// Receive-side connections one peer interface may hold here (a peer
+    /// asking for more is refused: MAX_PEER_CONNS).
+    unsigned max_peer_conns = 64;
 };
 
 /// Base of every zv interface. 'super' first: UCT casts uct_iface_h to it.

@@ -184,6 +184,11 @@ void destroy_resources(rc_iface *iface)
             }
         }
     }
+    if ((iface->conn.spoofed() + iface->conn.refused()) != 0) {
+        ucs_debug("rc_zv iface %p: %lu connection messages not from the interface they "
+                  "named, %lu connection requests refused (MAX_PEER_CONNS)", iface,
+                  iface->conn.spoofed(), iface->conn.refused());
+    }
     iface->conn.~conn_manager();
     new (&iface->conn) iface::conn_manager();
     if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
@@ -475,7 +480,7 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
                                 connection_timed_out,
                                 nullptr};
     status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout,
-                              iface->channel);
+                              iface->channel, "UCX_RC_ZV_MAX_PEER_CONNS");
     if (status != UCS_OK) {
         return status;
     }

@@ -270,7 +270,7 @@ ucs_status_t uc_create_resources(ud_iface *iface)
     iface::conn_callbacks cb = {iface, accept_passive, connection_established,
                                 connection_timed_out, passive_released};
     return iface->conn.init(&iface->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
-                            nullptr);
+                            nullptr, "UCX_UC_ZV_MAX_PEER_CONNS");
 }
 
 bool uc_one_packet(const ud_iface *iface)

@@ -65,9 +65,11 @@ rx_conn *conn_lookup(ud_iface *iface, uint32_t id, uint32_t src_qp)
     return ((c != nullptr) && (c->peer_qpn == src_qp)) ? c : nullptr;
 }
 
-/// A CREQ: find or create the receive connection, answer with CREP.
+/// A CREQ: find or create the receive connection, answer with CREP. 'grh'
+/// is the packet's GRH area (valid when grh_valid): a CREQ is taken only
+/// from the GID it names, since the CREP goes there.
 void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
-                 const char *body, size_t body_len)
+                 const char *body, size_t body_len, const char *grh, bool grh_valid)
 {
     creq_body b;
     if (hdr.psn != 0) {
@@ -75,6 +77,10 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
         return;
     }
     std::memcpy(&b, body, sizeof(b));
+    if (grh_valid && !iface::grh_source_matches(grh, b.dev.gid)) {
+        ++iface->spoofed_rx;
+        return;
+    }
     const uint32_t peer_ep = b.ep_id;
     auto key = std::make_tuple(gid_key(b.dev), src_qp, peer_ep);
     rx_conn *c;
@@ -86,6 +92,19 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
             ++iface->bad_rx;
             return;
         }
+        auto peer = std::make_pair(gid_key(b.dev), src_qp);
+        auto pit  = iface->conns_per_peer.find(peer);
+        const unsigned limit = iface->super.settings.max_peer_conns;
+        if ((pit != iface->conns_per_peer.end()) && (pit->second >= limit)) {
+            ++iface->refused_conns;
+            if (!iface->warned_peer_limit) {
+                iface->warned_peer_limit = true;
+                ucs_warn("ud_zv: peer interface (qp 0x%x) asks for more than "
+                         "UCX_UD_ZV_MAX_PEER_CONNS=%u connections: refusing it (said once)",
+                         src_qp, limit);
+            }
+            return; // the peer's endpoint times out
+        }
         ibv_ah *ah;
         if (ah_for(iface, b.dev, &ah) != UCS_OK) {
             ++iface->bad_rx;
@@ -96,6 +115,7 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
             return; // the peer retries
         }
         c->id       = iface->conns.add(c);
+        ++iface->conns_per_peer[peer];
         c->peer_ep  = b.ep_id;
         c->peer_qpn = src_qp;
         c->peer     = b.dev;
@@ -129,7 +149,7 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
 /// One received packet; 'b' is null for an injected duplicate (a copy of
 /// the header). Returns true when UCP kept the buffer.
 bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp,
-                   iface::buffer *b)
+                   bool grh_valid, iface::buffer *b)
 {
     parsed_pkt p;
     if (__builtin_expect(!parse_packet(pkt, len, &p), 0)) {
@@ -152,7 +172,7 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
         return deliver_data(iface, c, hdr, body, body_len, b, true);
     }
     case ud_hdr::creq:
-        handle_creq(iface, hdr, src_qp, body, body_len);
+        handle_creq(iface, hdr, src_qp, body, body_len, pkt, grh_valid);
         return false;
     case ud_hdr::disc: {
         rx_conn *c = conn_lookup(iface, hdr.dest, src_qp);
@@ -185,7 +205,8 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
 void dispatch(ud_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
 {
     bool kept = iface->uc ? uc_handle(iface, pkt, wc, b) :
-                            handle_packet(iface, pkt, wc.byte_len, wc.src_qp, b);
+                            handle_packet(iface, pkt, wc.byte_len, wc.src_qp,
+                                          (wc.wc_flags & IBV_WC_GRH) != 0, b);
     if (!kept && (b != nullptr)) {
         iface::buffer_pool::put(b);
     }
@@ -389,10 +410,13 @@ void iface_close(uct_iface_h uct_iface)
     ud_iface *iface = to_ud(uct_iface);
     uct_base_iface_progress_disable(uct_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
-              "order dropped, %lu invalid, %lu puts received, %lu zero-copy puts sent; "
+              "order dropped, %lu invalid, %lu spoofed, %lu connections refused, "
+              "%lu puts received, %lu zero-copy puts sent; "
               "injected %lu drops, %lu duplicates, %lu reorders",
               iface->uc ? "uc_zv" : "ud_zv", iface, iface->resent, iface->dup_rx,
-              iface->gap_rx, iface->bad_rx, iface->rx_puts, iface->tx_put_zcopy,
+              iface->gap_rx, iface->bad_rx, iface->spoofed_rx + iface->conn.spoofed(),
+              iface->refused_conns + iface->conn.refused(), iface->rx_puts,
+              iface->tx_put_zcopy,
               iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
     if (iface->held_buf != nullptr) {
         iface::buffer_pool::put(iface->held_buf);
@@ -717,6 +741,12 @@ void conn_free(ud_iface *iface, rx_conn *c)
         }
     }
     iface->conn_by_key.erase(std::make_tuple(gid_key(c->peer), c->peer_qpn, c->peer_ep));
+    if (!iface->uc) {
+        auto pit = iface->conns_per_peer.find(std::make_pair(gid_key(c->peer), c->peer_qpn));
+        if ((pit != iface->conns_per_peer.end()) && (--pit->second == 0)) {
+            iface->conns_per_peer.erase(pit);
+        }
+    }
     iface->conns.remove(c->id);
     delete c;
 }

@@ -249,6 +249,10 @@ struct ud_iface {
     /// (peer gid, peer QP, peer endpoint id) -> receive connection id.
     std::map<std::tuple<std::vector<uint8_t>, uint32_t, uint32_t>, uint32_t> conn_by_key;
     std::map<std::vector<uint8_t>, ibv_ah *> ahs;
+    /// ud_zv: (peer gid, peer QP) -> its receive connections here, at most
+    /// settings.common.max_peer_conns (UCX_UD_ZV_MAX_PEER_CONNS).
+    std::map<std::pair<std::vector<uint8_t>, uint32_t>, unsigned> conns_per_peer;
+    bool                     warned_peer_limit = false;
 
     ud_ep                   *busy_eps    = nullptr; ///< eps with unacked packets
     ud_ep                   *pending_eps = nullptr; ///< eps with queued requests
@@ -265,7 +269,7 @@ struct ud_iface {
 
     // Statistics (debug log at close; tests read them).
     uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0, rx_puts = 0,
-                             tx_put_zcopy = 0;
+                             tx_put_zcopy = 0, spoofed_rx = 0, refused_conns = 0;
 };
 
 inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(iface); }
