@@ -3,9 +3,11 @@
  * its buffers are registered (and cached) keeps working, and the child
  * neither corrupts nor sees the parent's registered memory.
  *
- * usage: zv_fork [-S SIZE] [-i ROUNDS]
+ * usage: zv_fork [-S SIZE] [-i ROUNDS] [-M]
  *   -S  message size in bytes (default 4 MiB: rendezvous, zero-copy)
  *   -i  rounds (default 3)
+ *   -M  the test's own check: the buffers are MAP_SHARED, so the child
+ *       really shares the parent's pages and the run must report errors
  * Two ranks. Each round, with the same two buffers every time (so their
  * registrations stay in the cache across the fork):
  *   1. exchange a fresh pattern both ways, every byte checked;
@@ -33,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,7 +115,7 @@ static int child_main(unsigned char *s, unsigned char *r, size_t len, int ready,
 int main(int argc, char **argv)
 {
     size_t len = (size_t)4 << 20;
-    int rounds = 3, rank, size, opt;
+    int rounds = 3, rank, size, opt, shared = 0;
     unsigned long errors = 0, child_errors = 0, msgs = 0, all[2], sum[2];
     unsigned char *s, *r;
     unsigned round;
@@ -120,12 +123,13 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((opt = getopt(argc, argv, "S:i:")) != -1) {
+    while ((opt = getopt(argc, argv, "S:i:M")) != -1) {
         switch (opt) {
         case 'S': len = strtoul(optarg, NULL, 0); break;
         case 'i': rounds = atoi(optarg); break;
+        case 'M': shared = 1; break;
         default:
-            if (rank == 0) fprintf(stderr, "usage: zv_fork [-S SIZE] [-i ROUNDS]\n");
+            if (rank == 0) fprintf(stderr, "usage: zv_fork [-S SIZE] [-i ROUNDS] [-M]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -135,8 +139,15 @@ int main(int argc, char **argv)
     }
     /* A child that dies early must show up in waitpid, not as SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
-    s = malloc(len);
-    r = malloc(len);
+    if (shared) {
+        s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        r = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        s = (s == MAP_FAILED) ? NULL : s;
+        r = (r == MAP_FAILED) ? NULL : r;
+    } else {
+        s = malloc(len);
+        r = malloc(len);
+    }
     if ((s == NULL) || (r == NULL)) {
         fprintf(stderr, "out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -202,8 +213,13 @@ int main(int argc, char **argv)
         printf("fork rounds %d messages %lu errors %lu child-errors %lu\n", rounds, 2 * msgs,
                sum[0], sum[1]);
     }
-    free(s);
-    free(r);
+    if (shared) {
+        munmap(s, len);
+        munmap(r, len);
+    } else {
+        free(s);
+        free(r);
+    }
     MPI_Finalize();
     return (rank == 0) && (sum[0] + sum[1] != 0) ? 1 : 0;
 }

@@ -49,6 +49,12 @@ for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
         check "fork and system() after registration over $fs_tl (UCX_IB_FORK_INIT=$fs_fi): data intact, child saw nothing" \
             bash -c "test $fs_rc = 0 && grep -q 'errors 0 child-errors 0\$' '$ms_dir/fork'"
     done
+    # The check itself: with buffers the child really shares (MAP_SHARED,
+    # zv_fork -M), the same run must see the child's writes and fail.
+    ms_run "$fs_tl" 2 "$b/mpi-tests/zv_fork" -S 1048576 -i 1 -M > "$ms_dir/fork-M" 2>&1; fs_rc=$?
+    tail -n 1 "$ms_dir/fork-M"
+    check "zv_fork -M over $fs_tl (shared buffers, the test's own check): it fails, with errors" \
+        bash -c "test $fs_rc != 0 && grep -qE 'errors ([1-9]|0 child-errors [1-9])' '$ms_dir/fork-M'"
 
     # ---- locked-memory limit: no CAP_IPC_LOCK (root would ignore the
     # limit), RLIMIT_MEMLOCK of $fs_memlock KiB; 1 B..16 MiB from fresh
