@@ -13,8 +13,10 @@
 #  - with ZV_MR_TABLE=1 (not in CI: filling rxe's 524287 regions takes
 #    minutes and ~2.5 GB of kernel memory, so the VM needs --mem 4G): the
 #    device's memory-region table full but for ZV_MR_FREE (64) entries,
-#    held by another process (zv_mr_hog); fresh buffers 1 B..16 MiB must
-#    arrive intact, the cache evicting, retrying and falling back to copies.
+#    held by another process (zv_mr_hog); once the ranks' interfaces are up
+#    (the first message arrived) it takes every entry that comes free too;
+#    fresh buffers 1 B..16 MiB must arrive intact, the cache evicting,
+#    retrying and falling back to copies.
 #
 # usage: sourced by device-tests.sh after mpi-suite.sh (uses its check(),
 #        $b, $s, $dev, $tmp; ms_run from suite-lib.sh), or standalone on the device:
@@ -148,7 +150,16 @@ if [ "${ZV_MR_TABLE:-0}" = 1 ]; then
         grep -q "Transport: $fs_tl\$" "$ms_dir/tls" && kill -0 $fs_hog 2>/dev/null || continue
         fs_t=$SECONDS
         ms_run "$fs_tl" 2 -x UCX_LOG_LEVEL=diag "$b/mpi-tests/zv_osu" -t lat -S 16777216 -i 4 -F \
-            > "$ms_dir/mrfull" 2>&1; fs_rc=$?
+            > "$ms_dir/mrfull" 2>&1 &
+        fs_mp=$!
+        for _ in $(seq 600); do
+            grep -qE '^1 ' "$ms_dir/mrfull" && break
+            kill -0 $fs_mp 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -USR1 $fs_hog
+        wait $fs_mp; fs_rc=$?
+        kill -USR2 $fs_hog    # back to ZV_MR_FREE free entries for the next one
         grep -E '^[0-9]+ ' "$ms_dir/mrfull" | tail -n 1
         grep -E 'registration cache \(' "$ms_dir/mrfull" | sed 's/.*\] *//; s/^/  /'
         echo "  UCP: $(grep -c 'failed to register' "$ms_dir/mrfull") failed registrations taken to another path ($((SECONDS - fs_t)) s)"
