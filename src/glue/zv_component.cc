@@ -15,6 +15,7 @@
 #include <ucs/sys/string.h>
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <pthread.h>
@@ -82,6 +83,7 @@ struct zv_rc_iface_config {
     size_t             max_inline;
     double             conn_timeout;
     unsigned           max_peer_conns;
+    unsigned long      tx_max_bufs;
     double             timeout;
     unsigned           retry_count;
 };
@@ -134,6 +136,11 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
      "a broken or hostile peer cannot exhaust this host's queue pairs or memory.\n"
      "UCP opens one or two per peer.",
      offsetof(zv_rc_iface_config, max_peer_conns), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MAX_BUFS", "inf",
+     "Most send buffers (each a segment) the interface registers; \"inf\" for no\n"
+     "limit. Sends beyond them wait for buffers to come back (UCT pending).",
+     offsetof(zv_rc_iface_config, tx_max_bufs), UCS_CONFIG_TYPE_ULUNITS},
 
     {"TIMEOUT", "1s",
      "Transport retry timeout of the RC queue pairs (rounded to the device's\n"
@@ -244,6 +251,8 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
     s.max_inline          = static_cast<unsigned>(config->max_inline);
     s.conn_timeout        = config->conn_timeout;
     s.common.max_peer_conns = config->max_peer_conns;
+    s.common.tx_max_bufs    = (config->tx_max_bufs == UCS_ULUNITS_INF) ? 0 :
+                              static_cast<unsigned>(std::min(config->tx_max_bufs, 1ul << 24));
     s.timing.timeout      = ib_timeout_exponent(config->timeout);
     s.timing.retry_cnt    = static_cast<uint8_t>(config->retry_count);
 
@@ -256,6 +265,8 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
         {"UCX_RC_ZV_SEG_SIZE", (config->seg_size < 256) || (config->seg_size > (1ul << 20)), "256..1m"},
         {"UCX_RC_ZV_TX_MAX_INLINE", config->max_inline > 1024, "0..1024"},
         {"UCX_RC_ZV_CONN_TIMEOUT", !(config->conn_timeout > 0), "> 0"},
+        {"UCX_RC_ZV_TX_MAX_BUFS", (config->tx_max_bufs != UCS_ULUNITS_INF) &&
+                                  ((config->tx_max_bufs < 16) || (config->tx_max_bufs > (1ul << 24))), "16..16m or inf"},
         {"UCX_RC_ZV_MAX_PEER_CONNS", (config->max_peer_conns == 0) || (config->max_peer_conns > 65536), "1..65536"},
         {"UCX_RC_ZV_RETRY_COUNT", config->retry_count > 6, "0..6"},
         // 4.096us * 2^31 is the longest timeout a QP can hold.

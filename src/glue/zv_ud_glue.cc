@@ -5,9 +5,11 @@
 #include "ud/ud_iface.h"
 
 #include <ucs/config/parser.h>
+#include <ucs/sys/string.h>
 #include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
@@ -25,6 +27,7 @@ struct zv_rel_config {
     double             timeout;
     double             ack_delay;
     unsigned           max_peer_conns;
+    unsigned long      tx_max_bufs;
     double             fault_drop;
     double             fault_dup;
     double             fault_reorder;
@@ -86,6 +89,11 @@ ucs_config_field_t zv_rel_config_table[] = {
      "a broken or hostile peer cannot exhaust this host's queue pairs or memory.\n"
      "UCP opens one or two per peer.",
      offsetof(zv_rel_config, max_peer_conns), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MAX_BUFS", "inf",
+     "Most send buffers (each a segment) the interface registers; \"inf\" for no\n"
+     "limit. Sends beyond them wait for buffers to come back (UCT pending).",
+     offsetof(zv_rel_config, tx_max_bufs), UCS_CONFIG_TYPE_ULUNITS},
 
     {"FAULT_DROP", "0",
      "Testing only: probability (0..1) that a received packet is dropped before\n"
@@ -179,6 +187,8 @@ ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
     s->rel.ack_delay       = ucs_time_from_sec(c.ack_delay);
     s->rel.ack_every       = (c.window >= 4) ? c.window / 4 : 1;
     s->common.max_peer_conns = c.max_peer_conns;
+    s->common.tx_max_bufs    = (c.tx_max_bufs == UCS_ULUNITS_INF) ? 0 :
+                               static_cast<unsigned>(std::min(c.tx_max_bufs, 1ul << 24));
     s->fault.drop          = c.fault_drop;
     s->fault.dup           = c.fault_dup;
     s->fault.reorder       = c.fault_reorder;
@@ -190,7 +200,7 @@ ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
                                  p + "RTO_MAX", p + "TIMEOUT", p + "ACK_DELAY",
                                  p + "FAULT_DROP", p + "FAULT_DUP", p + "FAULT_REORDER",
                                  p + "FAULT_DROP + FAULT_DUP + FAULT_REORDER",
-                                 p + "MAX_PEER_CONNS"};
+                                 p + "MAX_PEER_CONNS", p + "TX_MAX_BUFS"};
     const zv::glue::range_check checks[] = {
         {names[0].c_str(), (c.rx_queue_len < 64) || (c.rx_queue_len > 65536), "64..65536"},
         {names[1].c_str(), (c.rx_batch == 0) || (c.rx_batch > c.rx_queue_len), "1..RX_QUEUE_LEN"},
@@ -206,6 +216,8 @@ ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
         {names[11].c_str(), bad_rate(c.fault_reorder), "0..1"},
         {names[12].c_str(), bad_rate(c.fault_drop + c.fault_dup + c.fault_reorder), "a sum of at most 1"},
         {names[13].c_str(), (c.max_peer_conns == 0) || (c.max_peer_conns > 65536), "1..65536"},
+        {names[14].c_str(), (c.tx_max_bufs != UCS_ULUNITS_INF) &&
+                            ((c.tx_max_bufs < 16) || (c.tx_max_bufs > (1ul << 24))), "16..16m or inf"},
     };
     return zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
 }

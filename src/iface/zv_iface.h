@@ -23,6 +23,9 @@ struct iface_settings {
     /// Receive-side connections one peer interface may hold here (a peer
     /// asking for more is refused: MAX_PEER_CONNS).
     unsigned max_peer_conns = 64;
+    /// Most send (bounce) buffers the interface registers; 0: no limit
+    /// (TX_MAX_BUFS).
+    unsigned tx_max_bufs = 0;
 };
 
 /// Base of every zv interface. 'super' first: UCT casts uct_iface_h to it.

@@ -22,11 +22,26 @@ void retire_op(rc_iface *iface, tx_op *op, ucs_status_t status)
     }
     if (op->bounce != nullptr) {
         iface::buffer_pool::put(op->bounce);
+        iface->tx_starved = false;
     }
     if (op->comp != nullptr) {
         uct_invoke_completion(op->comp, status);
     }
     op_put(iface, op);
+}
+
+void tx_starve(rc_iface *iface)
+{
+    if (iface->tx_starved) {
+        return;
+    }
+    iface->tx_starved = true;
+    for (rc_ep *ep : iface->slots) {
+        if ((ep != nullptr) && (ep->st == rc_ep::state::connected) &&
+            (ep->signaled_seq != ep->posted_seq)) {
+            (void)signal_tail(ep, nullptr); // a full queue has signaled WRs in it
+        }
+    }
 }
 
 namespace {
@@ -53,7 +68,9 @@ void link_pending_ep(rc_ep *ep)
 ucs_status_t pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
 {
     rc_ep *ep = to_ep(uct_ep);
-    if ((ep->pending_head == nullptr) && (check_tx(ep) == UCS_OK)) {
+    // BUSY tells UCP to retry at once, without progress: only when the send
+    // would find what it needs (a starved send would loop forever).
+    if ((ep->pending_head == nullptr) && (check_tx(ep) == UCS_OK) && !ep->iface->tx_starved) {
         return UCS_ERR_BUSY; // resources are available: send it now
     }
     pending_next(req) = nullptr;

@@ -105,6 +105,8 @@ inline ucs_status_t start_bounced(rc_ep *ep, iface::buffer **b_p, tx_op **op_p)
     if (__builtin_expect(op == nullptr, 0)) {
         if (b != nullptr) {
             iface::buffer_pool::put(b);
+        } else {
+            tx_starve(iface);
         }
         return UCS_ERR_NO_RESOURCE;
     }

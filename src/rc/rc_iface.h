@@ -66,6 +66,10 @@ struct rc_iface {
     std::vector<uint32_t>   free_slots;
     std::unordered_map<uint64_t, rc_ep *> connecting; ///< conn_id -> ep
     rc_ep                  *pending_eps = nullptr;  ///< eps with queued requests
+    /// No bounce buffer left and the pool cannot grow (registration
+    /// failed): pending_add queues instead of answering BUSY, until a
+    /// completion returns one. See tx_starve().
+    bool                    tx_starved  = false;
     bool                    in_completion = false;  ///< inside a completion callback
     unsigned                deferred_frees = 0;     ///< eps destroyed meanwhile
 
@@ -94,6 +98,10 @@ tx_op *op_get(rc_iface *iface);
 void op_put(rc_iface *iface, tx_op *op);
 void process_send_completion(rc_iface *iface, const ibv_wc &wc);
 void dispatch_pending(rc_iface *iface);
+/// Out of bounce buffers: mark the iface starved and, the first time,
+/// signal every unsignaled send-queue tail, so that the completions that
+/// return the buffers held by unsignaled sends do arrive.
+void tx_starve(rc_iface *iface);
 void free_deferred(rc_iface *iface);
 
 } // namespace zv::rc

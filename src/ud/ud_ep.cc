@@ -34,6 +34,7 @@ inline tx_desc *desc_get(ud_ep *ep, uint8_t type, size_t payload)
     iface::buffer *b = (payload <= small_payload) ? ep->iface->tx_small_pool.get() :
                                                     ep->iface->tx_pool.get();
     if (__builtin_expect(b == nullptr, 0)) {
+        ep->iface->tx_starved = true;
         return nullptr;
     }
     auto *d      = reinterpret_cast<tx_desc *>(b->data());
@@ -336,7 +337,9 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
 ucs_status_t ep_pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
 {
     ud_ep *ep = to_ep(uct_ep);
-    if (ep->pending.empty() && (check_tx(ep) == UCS_OK)) {
+    // BUSY makes UCP retry at once, without progress: a starved send would
+    // loop forever.
+    if (ep->pending.empty() && (check_tx(ep) == UCS_OK) && !ep->iface->tx_starved) {
         return UCS_ERR_BUSY; // resources are available: send it now
     }
     ep->pending.push(req);

@@ -570,7 +570,7 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
     if (status == UCS_OK) {
         status = iface->tx_pool.init(&dev, s.uc ? "uc_zv send" : "ud_zv send",
                                      sizeof(tx_desc) + sizeof(ud_hdr) + tx_payload,
-                                     0, 128, 0, IBV_ACCESS_LOCAL_WRITE);
+                                     0, 128, s.common.tx_max_bufs, IBV_ACCESS_LOCAL_WRITE);
     }
     if (status == UCS_OK) {
         status = iface->tx_small_pool.init(&dev, s.uc ? "uc_zv small send" : "ud_zv small send",

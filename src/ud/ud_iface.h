@@ -253,6 +253,10 @@ struct ud_iface {
     /// settings.common.max_peer_conns (UCX_UD_ZV_MAX_PEER_CONNS).
     std::map<std::pair<std::vector<uint8_t>, uint32_t>, unsigned> conns_per_peer;
     bool                     warned_peer_limit = false;
+    /// No send descriptor left and the pool cannot grow (registration
+    /// failed): pending_add queues instead of answering BUSY until an
+    /// acknowledgement returns one.
+    bool                     tx_starved = false;
 
     ud_ep                   *busy_eps    = nullptr; ///< eps with unacked packets
     ud_ep                   *pending_eps = nullptr; ///< eps with queued requests

@@ -128,6 +128,7 @@ void release_desc(ud_iface *iface, tx_desc *d)
     uct_completion_t *comp = d->comp;
     ucs_status_t status    = d->status;
     iface::buffer_pool::put(d->buf);
+    iface->tx_starved = false;
     --ep->unreleased;
     if (comp != nullptr) {
         uct_invoke_completion(comp, status);

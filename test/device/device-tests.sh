@@ -59,6 +59,7 @@ for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE
           UCX_UD_ZV_FAULT_DUP=-0.5 UCX_UD_ZV_FAULT_REORDER=x UCX_UD_ZV_FAULT_SEED=seven \
           UCX_UC_ZV_SEG_SIZE=100 UCX_UC_ZV_CONN_TIMEOUT=0 UCX_UC_ZV_RTO=0 \
           UCX_RC_ZV_MAX_PEER_CONNS=0 UCX_UD_ZV_MAX_PEER_CONNS=100000 UCX_UC_ZV_MAX_PEER_CONNS=-1 \
+          UCX_RC_ZV_TX_MAX_BUFS=8 UCX_UD_ZV_TX_MAX_BUFS=lots UCX_UC_ZV_TX_MAX_BUFS=0 \
           "UCX_UD_ZV_FAULT_DROP=0.6 UCX_UD_ZV_FAULT_REORDER=0.6"; do
     name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_UC_ZV_}; short=${short#UCX_ZV_}
     tl=rc_zv; case $name in UCX_UD_ZV_*) tl=ud_zv ;; UCX_UC_ZV_*) tl=uc_zv ;; esac
