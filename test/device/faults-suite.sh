@@ -16,9 +16,9 @@
 #    held by another process (zv_mr_hog); once the ranks' interfaces are up
 #    (the first message arrived) it takes every entry that comes free too.
 #    Fresh buffers 1 B..2 MiB: ud_zv and uc_zv must deliver them intact;
-#    rc_zv must end as UCX's rc_verbs does in the same conditions (UCP
-#    gives up on a zero-copy send whose registration fails, for both), and
-#    neither may hang.
+#    rc_zv (and UCX's rc_verbs beside it) either delivers them or ends with
+#    UCP's own error: UCP 1.13 gives up on a zero-copy send whose
+#    registration it does not ask to hide. Nothing may hang.
 #
 # usage: sourced by device-tests.sh after mpi-suite.sh (uses its check(),
 #        $b, $s, $dev, $tmp; ms_run from suite-lib.sh), or standalone on the device:
@@ -176,8 +176,12 @@ if [ "${ZV_MR_TABLE:-0}" = 1 ]; then
         case $fs_tl in
             rc_verbs) fs_verbs_rc=$fs_rc ;;
             rc_zv)
-                check "full MR table over rc_zv: ends as rc_verbs did (exit $fs_rc, rc_verbs $fs_verbs_rc)" \
-                    bash -c "[ $fs_rc = 0 ] || [ '$fs_verbs_rc' != 0 ]" ;;
+                # Not "as rc_verbs did": whether UCP takes a path whose
+                # failed registration it does not hide varies from run to
+                # run (rc_verbs aborted so in one of two runs).
+                echo "  (rc_verbs exit $fs_verbs_rc in this run)"
+                check "full MR table over rc_zv: data intact, or UCP's own 'failed to register user buffer' error" \
+                    bash -c "[ $fs_rc = 0 ] || grep -q 'failed to register user buffer' '$ms_dir/mrfull'" ;;
             *)
                 check "full MR table over $fs_tl: the table bit (registrations failed)" \
                     bash -c "[ $fs_tl = ud_zv ] || grep -q 'failed to register' '$ms_dir/mrfull'"
