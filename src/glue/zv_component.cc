@@ -130,11 +130,11 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
      "with an endpoint error.",
      offsetof(zv_rc_iface_config, conn_timeout), UCS_CONFIG_TYPE_TIME},
 
-    {"MAX_PEER_CONNS", "64",
+    {"MAX_PEER_CONNS", "4096",
      "Connections one peer interface (one remote process's interface) may open\n"
      "to this interface. A peer asking for more is refused, with a warning once:\n"
      "a broken or hostile peer cannot exhaust this host's queue pairs or memory.\n"
-     "UCP opens one or two per peer.",
+     "UCP opens one or two per peer; a UCT user may open more (rel-bench: 1024).",
      offsetof(zv_rc_iface_config, max_peer_conns), UCS_CONFIG_TYPE_UINT},
 
     {"TX_MAX_BUFS", "inf",

@@ -22,7 +22,7 @@ struct iface_settings {
     unsigned tx_queue_len; ///< send work requests in flight per interface
     /// Receive-side connections one peer interface may hold here (a peer
     /// asking for more is refused: MAX_PEER_CONNS).
-    unsigned max_peer_conns = 64;
+    unsigned max_peer_conns = 4096;
     /// Most send (bounce) buffers the interface registers; 0: no limit
     /// (TX_MAX_BUFS).
     unsigned tx_max_bufs = 0;

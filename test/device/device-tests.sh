@@ -88,7 +88,7 @@ ndev=$(cat /sys/class/infiniband/"$dev"/ports/1/gid_attrs/ndevs/0 2>/dev/null)
 if [ -e /run/zv/vm.conf ] && [ -n "$ndev" ] && ! ip -4 addr show dev "$ndev" | grep -q 192.0.2.77; then
     ip addr add 192.0.2.77/32 dev "$ndev" && sleep 1
 fi
-ZV_REQUIRE_DEVICE=1 "$b/test/device/zv_device" > "$tmp/uct.out" 2>&1
+ZV_REQUIRE_DEVICE=1 timeout -k 10 1500 "$b/test/device/zv_device" > "$tmp/uct.out" 2>&1
 rc=$?
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$tmp/uct.out" | head -40
 check "UCT tests (test/device/zv_device)" test $rc = 0
