@@ -138,14 +138,22 @@ done
 # ---- a full memory-region table (ZV_MR_TABLE=1): another process holds
 # all of it but ZV_MR_FREE entries while each transport moves fresh buffers
 if [ "${ZV_MR_TABLE:-0}" = 1 ]; then
+    # fs_wait TRIES STEP PID CMD...: until CMD succeeds (0), PID is gone or
+    # TRIES x STEP seconds passed (1)
+    fs_wait() {
+        local tries=$1 step=$2 pid=$3
+        shift 3
+        for _ in $(seq "$tries"); do
+            "$@" && return 0
+            kill -0 "$pid" 2>/dev/null || return 1
+            sleep "$step"
+        done
+        return 1
+    }
     fs_t=$SECONDS
     "$b/test/device/zv_mr_hog" "$dev" "${ZV_MR_FREE:-64}" > "$ms_dir/hog" 2>&1 &
     fs_hog=$!
-    for _ in $(seq 1200); do
-        grep -q '^mr_hog: holding' "$ms_dir/hog" && break
-        kill -0 $fs_hog 2>/dev/null || break
-        sleep 1
-    done
+    fs_wait 1200 1 $fs_hog grep -q '^mr_hog: holding' "$ms_dir/hog"
     echo "  $(grep -E '^mr_hog: (holding|[0-9]+ regi.*)' "$ms_dir/hog" | tail -n 1) ($((SECONDS - fs_t)) s)"
     check "full MR table: zv_mr_hog filled $dev's table" grep -q '^mr_hog: holding' "$ms_dir/hog"
     fs_verbs_rc=
@@ -160,11 +168,7 @@ if [ "${ZV_MR_TABLE:-0}" = 1 ]; then
             --mca pml_ucx_devices "$dev" -x UCX_NET_DEVICES="$dev:1" -x UCX_LOG_LEVEL=diag \
             "${fs_args[@]}" "$b/mpi-tests/zv_osu" -t lat -S 2097152 -i 4 -F > "$ms_dir/mrfull" 2>&1 &
         fs_mp=$!
-        for _ in $(seq 600); do
-            grep -qE '^1 ' "$ms_dir/mrfull" && break
-            kill -0 $fs_mp 2>/dev/null || break
-            sleep 0.1
-        done
+        fs_wait 600 0.1 $fs_mp grep -qE '^1 ' "$ms_dir/mrfull"
         kill -USR1 $fs_hog
         wait $fs_mp; fs_rc=$?
         kill -USR2 $fs_hog    # back to ZV_MR_FREE free entries for the next one
