@@ -37,9 +37,8 @@ void tx_starve(rc_iface *iface)
     }
     iface->tx_starved = true;
     for (rc_ep *ep : iface->slots) {
-        if ((ep != nullptr) && (ep->st == rc_ep::state::connected) &&
-            (ep->signaled_seq != ep->posted_seq)) {
-            (void)signal_tail(ep, nullptr); // a full queue has signaled WRs in it
+        if (ep != nullptr) {
+            (void)signal_unsignaled_tail(ep); // a full queue has signaled WRs in it
         }
     }
 }
@@ -139,7 +138,7 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
         return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
     }
     if (comp == nullptr) {
-        ucs_status_t status = signal_tail_for_polled_flush(ep);
+        ucs_status_t status = signal_unsignaled_tail(ep);
         return (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) ? status
                                                                               : UCS_INPROGRESS;
     }

@@ -134,11 +134,12 @@ inline ucs_status_t signal_tail(rc_ep *ep, tx_op *op)
     return post(ep, &wr, op, true);
 }
 
-/// A polled flush (no completion to call): the caller polls until UCS_OK,
-/// so a connected endpoint whose tail is unsignaled gets a signaled WR
-/// behind it, whose completion reports the rest. UCS_OK when none was
-/// needed or it was posted; UCS_ERR_NO_RESOURCE when the queue is full.
-inline ucs_status_t signal_tail_for_polled_flush(rc_ep *ep)
+/// A connected endpoint whose tail is unsignaled gets a signaled WR behind
+/// it, whose completion reports the rest: for a polled flush (the caller
+/// polls until UCS_OK) and when the send buffers ran out (tx_starve).
+/// UCS_OK when none was needed or it was posted; UCS_ERR_NO_RESOURCE when
+/// the queue is full.
+inline ucs_status_t signal_unsignaled_tail(rc_ep *ep)
 {
     if ((ep->st != rc_ep::state::connected) || (ep->signaled_seq == ep->posted_seq)) {
         return UCS_OK;

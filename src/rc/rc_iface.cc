@@ -302,7 +302,7 @@ ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp
     ucs_status_t result = UCS_OK;
     for (rc_ep *ep : iface->slots) {
         if ((ep != nullptr) && !ep->destroyed && (ep_outstanding(ep) > 0)) {
-            (void)signal_tail_for_polled_flush(ep); // a full queue: next call
+            (void)signal_unsignaled_tail(ep); // a full queue: next call
             result = UCS_INPROGRESS;
         }
     }
