@@ -1,0 +1,117 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Rendezvous (1 MiB UCP tag messages) over rc_zv beside UCX's rc_verbs, in
+# one run on one device, the two interleaved (their order alternates from
+# round to round), in three patterns:
+#   rtt     a single blocking round trip: tag_lat, MB/s of one message each way
+#   o1, o4  a stream with 1 or 4 messages outstanding: tag_bw -O 1 / -O 4
+#   o32     a deep window: tag_bw's default window of 32
+# each quiet and with one busy process (a spinning shell) beside the two
+# ranks. Prints medians (MB/s, higher is better), rc_zv/rc_verbs per
+# pattern and load, and each transport's busy/quiet ratio: the target is
+# rc_zv/rc_verbs >= 1.0 quiet and busy, and busy/quiet equal for both.
+#
+# Usage: contrib/bench/rndv-bench.sh [BUILD_DIR]   (default: ./build)
+# Without an active RDMA port here, it runs itself in the Soft-RoCE VM
+# (2 vCPUs: one per rank; the busy process is the third runnable task).
+# Environment: ZV_BENCH_ROUNDS (default 3), ZV_BENCH_BW_ITERS (messages per
+# tag_bw run, default 60), ZV_BENCH_LAT_ITERS (round trips per tag_lat run,
+# default 30), ZV_BENCH_SIZE (default 1048576), ZV_BENCH_PATTERNS (default
+# "rtt o1 o4 o32"), ZV_BENCH_LOADS (default "quiet busy").
+set -eu
+src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=contrib/bench/bench-lib.sh
+. "$src/contrib/bench/bench-lib.sh"
+b=$(cd "${1:-${ZV_BUILDDIR:-build}}" && pwd)
+rounds=${ZV_BENCH_ROUNDS:-3}
+bw_iters=${ZV_BENCH_BW_ITERS:-60}
+lat_iters=${ZV_BENCH_LAT_ITERS:-30}
+size=${ZV_BENCH_SIZE:-1048576}
+patterns=${ZV_BENCH_PATTERNS:-rtt o1 o4 o32}
+loads=${ZV_BENCH_LOADS:-quiet busy}
+
+if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
+    ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile")
+    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --share "$src" --share "$b" \
+        ${ucx_src:+--share "$ucx_src"} -e ZV_BENCH_ROUNDS="$rounds" \
+        -e ZV_BENCH_BW_ITERS="$bw_iters" -e ZV_BENCH_LAT_ITERS="$lat_iters" \
+        -e ZV_BENCH_SIZE="$size" -e ZV_BENCH_PATTERNS="$patterns" \
+        -e ZV_BENCH_LOADS="$loads" -- "$0" "$b"
+fi
+
+mod=$b/.libs/libuct_zv.so.0
+dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
+export UCX_NET_DEVICES=$dev:1 UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n
+tmp=$(mktemp -d)
+busy_pid=
+cleanup() { [ -z "$busy_pid" ] || kill "$busy_pid" 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+tls_of() { case $1 in rc_verbs) echo rc_verbs,ud_verbs,self ;; *) echo "$1,self" ;; esac; }
+
+# run TL PATTERN: one ucx_perftest server + client; prints MB/s ("nan" if
+# the run printed no result: it then shows in the raw figures).
+run() {
+    local tl=$1 pat=$2 args col
+    case $pat in
+    rtt) args=(-t tag_lat -n "$lat_iters"); col=5 ;;   # overall latency, us
+    o*)  args=(-t tag_bw -O "${pat#o}" -n "$bw_iters"); col=7 ;;  # overall MB/s
+    esac
+    local port=$((20000 + RANDOM % 20000)) w
+    UCX_TLS=$(tls_of "$tl") LD_PRELOAD=$mod timeout 300 \
+        ucx_perftest -p $port -s "$size" "${args[@]}" > "$tmp/srv" 2>&1 &
+    local spid=$!
+    for ((w = 0; w < 120; ++w)); do
+        ss -ltn 2>/dev/null | grep -q ":$port " && break
+        sleep 0.5
+    done
+    UCX_TLS=$(tls_of "$tl") LD_PRELOAD=$mod timeout 300 \
+        ucx_perftest -p $port -s "$size" "${args[@]}" -f 127.0.0.1 > "$tmp/cli" 2>&1 || true
+    wait $spid || true
+    local v; v=$(pt_column $col "$tmp/cli")
+    if [ "$pat" = rtt ]; then   # half a round trip per message: MB/s
+        awk -v s="$size" -v us="$v" 'BEGIN { if (us + 0 > 0) printf "%.2f\n", s / us; else print "nan" }'
+    else
+        echo "$v"
+    fi
+}
+
+declare -A r
+echo "== rendezvous: rc_zv beside rc_verbs on $dev, $size B, $rounds rounds, patterns: $patterns"
+for ((i = 1; i <= rounds; ++i)); do
+    order="rc_verbs rc_zv"; [ $((i % 2)) = 1 ] || order="rc_zv rc_verbs"
+    for load in $loads; do
+        if [ "$load" = busy ]; then
+            (while :; do :; done) & busy_pid=$!
+        fi
+        for pat in $patterns; do
+            for tl in $order; do
+                echo "round $i/$rounds: $load $pat $tl" >&2
+                r[$tl.$load.$pat]+=" $(run "$tl" "$pat")"
+            done
+        done
+        if [ -n "$busy_pid" ]; then kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=; fi
+    done
+done
+declare -A m
+for k in "${!r[@]}"; do m[$k]=$(echo "${r[$k]}" | median); done
+
+echo
+echo "rendezvous MB/s, medians of $rounds (rtt: size / half round trip); ratios in one run"
+printf '%-8s %-6s %10s %10s %14s\n' pattern load rc_verbs rc_zv zv/verbs
+for pat in $patterns; do
+    for load in $loads; do
+        printf '%-8s %-6s %10s %10s %14s\n' "$pat" "$load" "${m[rc_verbs.$load.$pat]}" \
+            "${m[rc_zv.$load.$pat]}" "$(ratio "${m[rc_zv.$load.$pat]}" "${m[rc_verbs.$load.$pat]}")"
+    done
+done
+case " $loads " in *" quiet "*" busy "*|*" busy "*" quiet "*)
+    echo
+    echo "busy/quiet per transport (the target: the same for both)"
+    printf '%-8s %10s %10s\n' pattern rc_verbs rc_zv
+    for pat in $patterns; do
+        printf '%-8s %10s %10s\n' "$pat" "$(ratio "${m[rc_verbs.busy.$pat]}" "${m[rc_verbs.quiet.$pat]}")" \
+            "$(ratio "${m[rc_zv.busy.$pat]}" "${m[rc_zv.quiet.$pat]}")"
+    done ;;
+esac
+echo "raw: $(for k in $(printf '%s\n' "${!r[@]}" | sort); do printf '%s=[%s ] ' "$k" "${r[$k]}"; done)"
