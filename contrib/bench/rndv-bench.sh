@@ -10,6 +10,9 @@
 # ranks. Prints medians (MB/s, higher is better), rc_zv/rc_verbs per
 # pattern and load, and each transport's busy/quiet ratio: the target is
 # rc_zv/rc_verbs >= 1.0 quiet and busy, and busy/quiet equal for both.
+# Beside them, the raw floor on the same device in the same rounds:
+# perftest's ib_read_bw (what a get-zcopy rendezvous does on the wire) and
+# ib_write_bw at the same size, and rc_zv's deep window against them.
 #
 # Usage: contrib/bench/rndv-bench.sh [BUILD_DIR]   (default: ./build)
 # Without an active RDMA port here, it runs itself in the Soft-RoCE VM
@@ -46,6 +49,27 @@ tmp=$(mktemp -d)
 busy_pid=
 cleanup() { [ -z "$busy_pid" ] || kill "$busy_pid" 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
+
+# perftest's GID: on RoCE the IPv4-mapped one (like UCX_ZV_GID_INDEX=auto)
+gid=$(ibv_devinfo -v -d "$dev" | awk '/GID\[ *[0-9]+\]:.*::ffff:/ {gsub(/[^0-9]/, "", $1); print $1; exit}')
+
+# floor TOOL: one perftest server/client pair; its average MiB/s as MB/s
+floor() {
+    local tool=$1 port=$((20000 + RANDOM % 20000)) try
+    for try in 1 2; do   # the server may take longer than the pause to listen
+        timeout 300 $tool -d "$dev" -x "${gid:-0}" -s "$size" -n "$bw_iters" -p $port > "$tmp/fs" 2>&1 &
+        local spid=$!
+        sleep $((try * 2))
+        if timeout 300 $tool -d "$dev" -x "${gid:-0}" -s "$size" -n "$bw_iters" -p $port 127.0.0.1 \
+                > "$tmp/fc" 2>&1; then
+            wait $spid || true
+            break
+        fi
+        kill $spid 2>/dev/null || true; wait $spid 2>/dev/null || true
+        port=$((port + 1))
+    done
+    awk -v s="$size" '$1 == s && NF >= 4 && $4 ~ /^[0-9.]+$/ {v = sprintf("%.2f", $4 * 1.048576)} END {print (v == "" ? "nan" : v)}' "$tmp/fc"
+}
 
 tls_of() { case $1 in rc_verbs) echo rc_verbs,ud_verbs,self ;; *) echo "$1,self" ;; esac; }
 
@@ -90,6 +114,10 @@ for ((i = 1; i <= rounds; ++i)); do
                 r[$tl.$load.$pat]+=" $(run "$tl" "$pat")"
             done
         done
+        for tool in ib_read_bw ib_write_bw; do
+            echo "round $i/$rounds: $load $tool" >&2
+            r[$tool.$load]+=" $(floor $tool)"
+        done
         if [ -n "$busy_pid" ]; then kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=; fi
     done
 done
@@ -114,4 +142,13 @@ case " $loads " in *" quiet "*" busy "*|*" busy "*" quiet "*)
             "$(ratio "${m[rc_zv.busy.$pat]}" "${m[rc_zv.quiet.$pat]}")"
     done ;;
 esac
+echo
+echo "the floor: perftest on $dev, $size B, MB/s, and rc_zv's deep window (o32) against it"
+printf '%-6s %11s %11s %13s %13s\n' load ib_read_bw ib_write_bw zv_o32/read zv_o32/write
+for load in $loads; do
+    for k in ib_read_bw.$load ib_write_bw.$load; do m[$k]=$(echo "${r[$k]}" | median); done
+    printf '%-6s %11s %11s %13s %13s\n' "$load" "${m[ib_read_bw.$load]}" "${m[ib_write_bw.$load]}" \
+        "$(ratio "${m[rc_zv.$load.o32]:-}" "${m[ib_read_bw.$load]}")" \
+        "$(ratio "${m[rc_zv.$load.o32]:-}" "${m[ib_write_bw.$load]}")"
+done
 echo "raw: $(for k in $(printf '%s\n' "${!r[@]}" | sort); do printf '%s=[%s ] ' "$k" "${r[$k]}"; done)"

@@ -140,7 +140,8 @@ struct zv_uc_iface_config {
 };
 
 ucs_config_field_t zv_uc_iface_config_table[] = {
-    {"", "", nullptr, offsetof(zv_uc_iface_config, super),
+    // MAX_NUM_EPS=auto, as for rc_zv (src/iface/scale.h).
+    {"", "MAX_NUM_EPS=auto", nullptr, offsetof(zv_uc_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
     {"", "", nullptr, offsetof(zv_uc_iface_config, rel),
      UCS_CONFIG_TYPE_TABLE(zv_rel_config_table)},

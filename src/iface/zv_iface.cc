@@ -3,6 +3,7 @@
 #include "iface/zv_iface.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/sys/string.h>
 
 #include <cstring>
 
@@ -60,6 +61,24 @@ void query_common(zv_iface *iface, uct_iface_attr_t *attr)
     attr->latency.m            = 0;
     attr->overhead             = 75e-9;
     attr->priority             = 0;
+    if (attr->max_num_eps == UCS_ULUNITS_AUTO) {
+        attr->max_num_eps = iface->auto_max_eps;
+    }
+}
+
+void set_auto_max_eps(zv_iface *iface, const conn_cost &cost, const char *tl_name)
+{
+    const char *source;
+    node_share share;
+    share.mem_bytes    = node_memory();
+    share.max_qp       = static_cast<uint64_t>(iface->md->dev.attr().orig_attr.max_qp);
+    share.local_procs  = local_processes(&source);
+    iface->auto_max_eps = max_connections(cost, share);
+    ucs_debug("%s: max_num_eps auto = %zu: %zu bytes per peer (%u qp, %u send wr of %zu "
+              "bytes), 1/%u of %lu MiB memory and 1/%u of max_qp %lu, shared by %u local "
+              "processes (%s)", tl_name, iface->auto_max_eps, peer_bytes(cost), cost.qps,
+              cost.sq_wrs, cost.wqe_bytes, mem_share_div, share.mem_bytes >> 20,
+              qp_share_div, share.max_qp, share.local_procs, source);
 }
 
 ucs_status_t get_device_address(uct_iface_h uct_iface, uct_device_addr_t *addr)

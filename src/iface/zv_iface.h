@@ -3,6 +3,7 @@
 #ifndef ZV_IFACE_ZV_IFACE_H
 #define ZV_IFACE_ZV_IFACE_H
 
+#include "iface/scale.h"
 #include "md/zv_md.h"
 
 #include "glue/ucx_internal.h"
@@ -34,6 +35,9 @@ struct zv_iface {
     md::zv_md               *md;
     const verbs::port_info  *port;
     iface_settings           settings;
+    /// What max_num_eps "auto" (the connected transports' default) stands
+    /// for; unlimited unless the transport sets it (set_auto_max_eps).
+    size_t                   auto_max_eps = SIZE_MAX;
 };
 
 /// Initialise the UCX base interface inside 'iface' and bind it to the
@@ -50,6 +54,11 @@ void cleanup(zv_iface *iface);
 /// Fill what every zv transport reports the same way (bandwidth, latency,
 /// device address size, priority).
 void query_common(zv_iface *iface, uct_iface_attr_t *attr);
+
+/// A connected transport's max_num_eps "auto": max_connections() of
+/// 'cost' against this process's share of the node and of the device
+/// (scale.h); logged at debug level with its terms.
+void set_auto_max_eps(zv_iface *iface, const conn_cost &cost, const char *tl_name);
 
 ucs_status_t get_device_address(uct_iface_h iface, uct_device_addr_t *addr);
 void progress_disable(uct_iface_h iface, unsigned flags);

@@ -554,6 +554,15 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
         delete iface;
         return status;
     }
+    // A peer costs the endpoint's QP (a full send queue) and the passive QP
+    // the peer's endpoint has here (one send WR).
+    iface::conn_cost cost;
+    cost.qps         = 2;
+    cost.sq_wrs      = settings.common.tx_queue_len + 1;
+    cost.wqe_bytes   = iface::wqe_bytes(verbs::connected_qp_params{}.max_send_sge,
+                                        iface->max_inline);
+    cost.state_bytes = sizeof(rc_ep);
+    iface::set_auto_max_eps(&iface->super, cost, "rc_zv");
     ucs_debug("%s:%u: rc_zv iface %p: srq %u buffers of %u bytes, max inline %u, "
               "connection qp 0x%x", zmd->dev.name().c_str(), iface->super.port->port_num,
               iface, iface->rx_posted, settings.seg_size, iface->max_inline,

@@ -267,6 +267,14 @@ ucs_status_t uc_create_resources(ud_iface *iface)
         return status;
     }
     verbs::destroy_qp(probe);
+    // A peer costs an endpoint's QP and the passive QP its endpoint has
+    // here, each with a full send queue (the passive side sends the acks).
+    iface::conn_cost cost;
+    cost.qps         = 2;
+    cost.sq_wrs      = 2 * iface->super.settings.tx_queue_len;
+    cost.wqe_bytes   = iface::wqe_bytes(max_sge, iface->max_inline);
+    cost.state_bytes = sizeof(ud_ep) + sizeof(rx_conn);
+    iface::set_auto_max_eps(&iface->super, cost, "uc_zv");
     iface::conn_callbacks cb = {iface, accept_passive, connection_established,
                                 connection_timed_out, passive_released};
     return iface->conn.init(&iface->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,

@@ -43,6 +43,35 @@ cat "$tmp/dbg"
 check "md debug log shows port mtu $port_mtu and a GID" \
       grep -q "active mtu $port_mtu, .* MB/s, gid\[[0-9]*\] " "$tmp/dbg"
 
+# ---- scale: the connected transports report what a process can afford
+# (max_num_eps "auto", src/iface/scale.h) and UCP leaves them for ud_zv
+# beyond it; ud_zv is unlimited
+eps_of() { section "$1" | sed -n 's/^# *max eps: *//p' | head -n1 |
+           awk '{v = $1; m = 1; if (v ~ /K$/) m = 1024; if (v ~ /M$/) m = 1048576
+                 sub(/[KM]$/, "", v); if (v ~ /^[0-9]+$/) print v * m}'; }
+rc_eps=$(eps_of rc_zv); uc_eps=$(eps_of uc_zv)
+LD_PRELOAD=$mod UCX_LOG_LEVEL=debug ucx_info -d 2>&1 | grep 'max_num_eps auto' | sed 's/.*DEBUG *//' | sort -u
+for e in "rc_zv:$rc_eps" "uc_zv:$uc_eps"; do
+    check "${e%%:*} reports a finite max eps by default (${e#*:}): more than a pair, fewer than 4096" \
+          test "${e#*:}" -ge 2 -a "${e#*:}" -lt 4096 2>/dev/null
+done
+check "ud_zv reports no endpoint limit" grep -q 'max eps: inf' "$tmp/ud"
+lanes() { LD_PRELOAD=$mod UCX_TLS=$1 UCX_NET_DEVICES="$dev:1" ucx_info -e -u t -P inter -n "$2" 2>&1 |
+          grep -E 'lane\['; }
+for n in 2 256 4096; do
+    lanes rc_zv,ud_zv,self $n > "$tmp/lanes"
+    sed "s/^/  n=$n: /" "$tmp/lanes"
+    if [ "${rc_eps:-0}" -ge $n ]; then
+        check "UCX_TLS=rc_zv,ud_zv,self, $n endpoints ($rc_eps allowed): rc_zv carries am and rma" \
+              grep -q 'rc_zv.* rma_bw#0 am ' "$tmp/lanes"
+    else
+        check "UCX_TLS=rc_zv,ud_zv,self, $n endpoints ($rc_eps allowed): ud_zv only" \
+              bash -c "grep -q 'ud_zv.* am ' '$tmp/lanes' && ! grep -q rc_zv '$tmp/lanes'"
+    fi
+done
+UCX_RC_ZV_MAX_NUM_EPS=inf lanes rc_zv,ud_zv,self 4096 > "$tmp/lanes"
+check "UCX_RC_ZV_MAX_NUM_EPS=inf keeps rc_zv at 4096 endpoints" grep -q 'rc_zv.* am ' "$tmp/lanes"
+
 # ---- bad configuration: a clear error naming the variable, the transport
 # refused cleanly, no crash
 for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE_LEN=0 \
@@ -60,6 +89,7 @@ for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE
           UCX_UC_ZV_SEG_SIZE=100 UCX_UC_ZV_CONN_TIMEOUT=0 UCX_UC_ZV_RTO=0 \
           UCX_RC_ZV_MAX_PEER_CONNS=0 UCX_UD_ZV_MAX_PEER_CONNS=100000 UCX_UC_ZV_MAX_PEER_CONNS=-1 \
           UCX_RC_ZV_TX_MAX_BUFS=8 UCX_UD_ZV_TX_MAX_BUFS=lots UCX_UC_ZV_TX_MAX_BUFS=0 \
+          UCX_RC_ZV_MAX_NUM_EPS=lots UCX_UC_ZV_MAX_NUM_EPS=many \
           "UCX_UD_ZV_FAULT_DROP=0.6 UCX_UD_ZV_FAULT_REORDER=0.6"; do
     name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_UC_ZV_}; short=${short#UCX_ZV_}
     tl=rc_zv; case $name in UCX_UD_ZV_*) tl=ud_zv ;; UCX_UC_ZV_*) tl=uc_zv ;; esac
@@ -207,6 +237,18 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
           awk '{for (i = 1; i < NF; ++i) if ($(i+1) == "zero-copy") n += $i} END {exit !(n >= 256)}' "$tmp/ucputs"
     # Beside ud_zv, as UCP chooses lanes.
     swrun uc_zv,ud_zv "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
+    # The job size decides, with no zv setting: a job estimated past rc_zv's
+    # max eps runs over ud_zv, a pair over rc_zv (UCP names each endpoint
+    # configuration's lanes at info level).
+    for n in 2 4096; do
+        swrun rc_zv,ud_zv "bw 1 B..1 MiB validated, UCX_NUM_EPS=$n" UCX_NUM_EPS=$n UCX_LOG_LEVEL=info -- \
+            -t bw -S 1048576 -i 10
+        grep -o 'ep_cfg\[[0-9]*\]: tag([a-z_]*' "$tmp/osu" | sort | uniq -c
+        want=rc_zv not=ud_zv; [ $n -le "${rc_eps:-0}" ] || { want=ud_zv; not=rc_zv; }
+        check "MPI over rc_zv,ud_zv with UCX_NUM_EPS=$n: tags travel over $want" \
+              bash -c "grep -q 'ep_cfg\[[0-9]*\]: tag($want' '$tmp/osu' &&
+                       ! grep -q 'ep_cfg\[[0-9]*\]: tag($not' '$tmp/osu'"
+    done
 
     # Registration cache under MPI: pages behind the send buffer replaced
     # between rendezvous sends, also with direct system calls. The kernel
