@@ -1,11 +1,27 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Helpers shared by rel-bench.sh and wire-bench.sh (sourced).
+# Helpers shared by rel-bench.sh, rndv-bench.sh and wire-bench.sh (sourced).
 
 # pt_column COL FILE: one column of ucx_perftest's final line (-f): 3 =
 # median latency, 7 = overall MB/s; "nan" when the run printed none.
 pt_column() {
     awk -v c="$1" '$1 ~ /^[0-9]+$/ && NF >= 8 {v = $(c - 1)} END {print (v == "" ? "nan" : v)}' "$2"
+}
+# pt_pair OUT ARGS...: one ucx_perftest server and client (-f) on this host
+# with ARGS and the module $mod preloaded, the client's output in OUT (the
+# server's in OUT.srv). The server listens once it has opened its
+# transports, slow under emulation: waited for (up to 60 s), not slept.
+pt_pair() {
+    local out=$1; shift
+    local port=$((20000 + RANDOM % 20000)) w
+    LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port "$@" > "$out.srv" 2>&1 &
+    local spid=$!
+    for ((w = 0; w < 120; ++w)); do
+        ss -ltn 2>/dev/null | grep -q ":$port " && break
+        sleep 0.5
+    done
+    LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port -f "$@" 127.0.0.1 > "$out" 2>&1 || true
+    wait $spid || true
 }
 # median: of the numbers on stdin (space separated).
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "nan")}'; }

@@ -54,18 +54,7 @@ put_size=${put_size:-16384}
 # the client's final line (-f): 3 = median latency, 7 = overall MB/s.
 pt() {
     local col=$1; shift
-    local port=$((20000 + RANDOM % 20000))
-    LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port "$@" > "$tmp/srv" 2>&1 &
-    local spid=$!
-    # The server listens once it has opened its transports: slow under
-    # emulation, so wait for it (up to 60 s) instead of a fixed sleep.
-    local w
-    for ((w = 0; w < 120; ++w)); do
-        ss -ltn 2>/dev/null | grep -q ":$port " && break
-        sleep 0.5
-    done
-    LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port -f "$@" 127.0.0.1 > "$tmp/cli" 2>&1 || true
-    wait $spid || true
+    pt_pair "$tmp/cli" "$@"
     pt_column "$col" "$tmp/cli"
 }
 

@@ -81,17 +81,7 @@ run() {
     rtt) args=(-t tag_lat -n "$lat_iters"); col=5 ;;   # overall latency, us
     o*)  args=(-t tag_bw -O "${pat#o}" -n "$bw_iters"); col=7 ;;  # overall MB/s
     esac
-    local port=$((20000 + RANDOM % 20000)) w
-    UCX_TLS=$(tls_of "$tl") LD_PRELOAD=$mod timeout 300 \
-        ucx_perftest -p $port -s "$size" "${args[@]}" > "$tmp/srv" 2>&1 &
-    local spid=$!
-    for ((w = 0; w < 120; ++w)); do
-        ss -ltn 2>/dev/null | grep -q ":$port " && break
-        sleep 0.5
-    done
-    UCX_TLS=$(tls_of "$tl") LD_PRELOAD=$mod timeout 300 \
-        ucx_perftest -p $port -s "$size" "${args[@]}" -f 127.0.0.1 > "$tmp/cli" 2>&1 || true
-    wait $spid || true
+    UCX_TLS=$(tls_of "$tl") pt_pair "$tmp/cli" -s "$size" "${args[@]}"
     local v; v=$(pt_column $col "$tmp/cli")
     if [ "$pat" = rtt ]; then   # half a round trip per message: MB/s
         awk -v s="$size" -v us="$v" 'BEGIN { if (us + 0 > 0) printf "%.2f\n", s / us; else print "nan" }'

@@ -278,6 +278,9 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
     if (status != UCS_OK) {
         return status;
     }
+    s.common.rx_queue_len = zv::glue::srq_queue_len(md, s.common.rx_queue_len,
+                                                    "UCX_RC_ZV_RX_QUEUE_LEN");
+    s.rx_batch            = std::min(s.rx_batch, s.common.rx_queue_len);
     return zv::rc::iface_open(md, worker, params, uct_config, s, iface_p);
 }
 
@@ -326,9 +329,15 @@ uct_component_t zv_component = {
     /* md_vfs_init        */ zv_md_vfs_init,
 };
 
+ucs_status_t zv_rc_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                                unsigned *num_devices_p)
+{
+    return zv::glue::query_srq_devices(md, devices_p, num_devices_p, "rc_zv");
+}
+
 uct_tl_t rc_zv_tl = {
     /* name          */ "rc_zv",
-    /* query_devices */ zv::glue::query_devices,
+    /* query_devices */ zv_rc_query_devices,
     /* iface_open    */ zv_rc_iface_open,
     /* config        */ {"rc_zv transport", "RC_ZV_", zv_rc_iface_config_table,
                          sizeof(zv_rc_iface_config), {nullptr, nullptr}},
@@ -384,6 +393,24 @@ ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                            unsigned *num_devices_p)
 {
     return zv::md::query_port_devices(md, devices_p, num_devices_p);
+}
+
+ucs_status_t query_srq_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                               unsigned *num_devices_p, const char *tl)
+{
+    return zv::md::query_port_devices(md, devices_p, num_devices_p, tl);
+}
+
+unsigned srq_queue_len(uct_md_h md, unsigned wanted, const char *var)
+{
+    const zv::md::zv_md *zmd = zv::md::from_uct(md);
+    const int max_wr         = zmd->dev.attr().orig_attr.max_srq_wr;
+    if ((max_wr > 0) && (wanted > static_cast<unsigned>(max_wr))) {
+        ucs_debug("%s: %s=%u is more than the device's shared receive queue holds: %d",
+                  zmd->dev.name().c_str(), var, wanted, max_wr);
+        return static_cast<unsigned>(max_wr);
+    }
+    return wanted;
 }
 
 } // namespace zv::glue

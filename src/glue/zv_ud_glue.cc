@@ -262,6 +262,9 @@ ucs_status_t zv_uc_iface_open(uct_md_h md, uct_worker_h worker,
     if (status != UCS_OK) {
         return status;
     }
+    s.common.rx_queue_len = zv::glue::srq_queue_len(md, s.common.rx_queue_len,
+                                                    "UCX_UC_ZV_RX_QUEUE_LEN");
+    s.rx_batch            = std::min(s.rx_batch, s.common.rx_queue_len);
     return zv::ud::iface_open(md, worker, params, uct_config, s, iface_p);
 }
 
@@ -274,9 +277,15 @@ uct_tl_t ud_zv_tl = {
     /* list          */ {nullptr, nullptr},
 };
 
+ucs_status_t zv_uc_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                                unsigned *num_devices_p)
+{
+    return zv::glue::query_srq_devices(md, devices_p, num_devices_p, "uc_zv");
+}
+
 uct_tl_t uc_zv_tl = {
     /* name          */ "uc_zv",
-    /* query_devices */ zv::glue::query_devices,
+    /* query_devices */ zv_uc_query_devices,
     /* iface_open    */ zv_uc_iface_open,
     /* config        */ {"uc_zv transport", "UC_ZV_", zv_uc_iface_config_table,
                          sizeof(zv_uc_iface_config), {nullptr, nullptr}},

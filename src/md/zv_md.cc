@@ -277,10 +277,18 @@ const verbs::port_info *find_port(const zv_md *md, const char *dev_name)
 }
 
 ucs_status_t query_port_devices(uct_md_h uct_md, uct_tl_device_resource_t **devices_p,
-                                unsigned *num_devices_p)
+                                unsigned *num_devices_p, const char *srq_tl)
 {
     const zv_md *md  = from_uct(uct_md);
     const auto &ports = md->dev.ports();
+    const char *why;
+    if ((srq_tl != nullptr) && !verbs::srq_usable(md->dev.attr().orig_attr, &why)) {
+        ucs_debug("%s: %s is not offered: %s (ud_zv is)", md->dev.name().c_str(), srq_tl,
+                  why);
+        *devices_p     = nullptr;
+        *num_devices_p = 0;
+        return UCS_OK;
+    }
     auto *devs = static_cast<uct_tl_device_resource_t *>(
             std::calloc(ports.size() + 1, sizeof(uct_tl_device_resource_t)));
     if (devs == nullptr) {

@@ -57,10 +57,13 @@ struct zv_md {
 [[nodiscard]] ucs_status_t rkey_release(uct_component_t *component,
                                         uct_rkey_t rkey, void *handle);
 
-/// One UCT device per active port ("rxe0:1"), type NET.
+/// One UCT device per active port ("rxe0:1"), type NET. A connected
+/// transport (srq_tl: its name; null for ud_zv) gets none on a device
+/// without a usable shared receive queue (debug log says why).
 [[nodiscard]] ucs_status_t query_port_devices(uct_md_h md,
                                               uct_tl_device_resource_t **devices_p,
-                                              unsigned *num_devices_p);
+                                              unsigned *num_devices_p,
+                                              const char *srq_tl = nullptr);
 
 /// Parse "dev:port" against this md; returns the port or nullptr.
 const verbs::port_info *find_port(const zv_md *md, const char *dev_name);

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -37,6 +38,20 @@ ucs_status_t status_from_errno(int err)
     default:
         return UCS_ERR_IO_ERROR;
     }
+}
+
+bool srq_usable(const ibv_device_attr &attr, const char **why)
+{
+    const char *reason = nullptr;
+    if (attr.max_srq <= 0) {
+        reason = "the device has no shared receive queue";
+    } else if ((attr.max_srq_wr < 0) || (static_cast<unsigned>(attr.max_srq_wr) < min_srq_wr)) {
+        reason = "the device's shared receive queue is too small (max_srq_wr below 64)";
+    }
+    if (why != nullptr) {
+        *why = reason;
+    }
+    return reason == nullptr;
 }
 
 unsigned mtu_bytes(ibv_mtu mtu)
@@ -223,6 +238,14 @@ ucs_status_t device::open(const std::string &name, int gid_index, device &out)
         ucs_error("%s: ibv_query_device_ex() failed: %s", name.c_str(),
                   strerror(ret));
         return status_from_errno(ret);
+    }
+
+    const char *mask = std::getenv(testing_no_srq_env);
+    if ((mask != nullptr) && (std::strcmp(mask, "1") == 0)) {
+        ucs_diag("%s: testing only: %s=1 hides the device's shared receive queue",
+                 name.c_str(), testing_no_srq_env);
+        dev.m_attr.orig_attr.max_srq    = 0;
+        dev.m_attr.orig_attr.max_srq_wr = 0;
     }
 
     dev.m_pd = ibv_alloc_pd(dev.m_ctx);

@@ -35,6 +35,22 @@ unsigned mtu_bytes(ibv_mtu mtu);
 void port_speed(const ibv_port_attr &attr, bool is_roce, double *bandwidth,
                 double *latency);
 
+/// The smallest shared receive queue a connected transport (rc_zv, uc_zv)
+/// is offered with. A device without one, or with a smaller one, gets
+/// ud_zv only: "without SRQ support the right answer is UD", never receive
+/// buffers per peer.
+constexpr unsigned min_srq_wr = 64;
+
+/// Whether a device with 'attr' has a usable shared receive queue; when not,
+/// *why (if not null) says what it lacks.
+[[nodiscard]] bool srq_usable(const ibv_device_attr &attr, const char **why);
+
+/// Testing only: the environment variable that makes device::open() hide
+/// the SRQ of every device (max_srq = max_srq_wr = 0), to show rc_zv and
+/// uc_zv stepping aside on a device without one ("1" turns it on). Not a
+/// UCX setting, not in the user's reference.
+constexpr const char *testing_no_srq_env = "ZV_TESTING_NO_SRQ";
+
 /// Names of all verbs devices in the system (may be empty).
 [[nodiscard]] ucs_status_t device_names(std::vector<std::string> &names);
 

@@ -72,6 +72,17 @@ done
 UCX_RC_ZV_MAX_NUM_EPS=inf lanes rc_zv,ud_zv,self 4096 > "$tmp/lanes"
 check "UCX_RC_ZV_MAX_NUM_EPS=inf keeps rc_zv at 4096 endpoints" grep -q 'rc_zv.* am ' "$tmp/lanes"
 
+# ---- a device without a shared receive queue (testing-only switch that
+# hides rxe's): rc_zv and uc_zv step aside, the debug log says why, ud_zv
+# stays, and a job asking for rc_zv,ud_zv runs over ud_zv unchanged
+ZV_TESTING_NO_SRQ=1 LD_PRELOAD=$mod UCX_LOG_LEVEL=debug ucx_info -d > "$tmp/nosrq" 2>&1
+grep -E 'is not offered|testing only' "$tmp/nosrq" | sed 's/.*\(DEBUG\|DIAG\) *//' | sort -u
+check "no SRQ: rc_zv and uc_zv not offered, ud_zv is" \
+      bash -c "! grep -qE 'Transport: (rc|uc)_zv' '$tmp/nosrq' && grep -q 'Transport: ud_zv' '$tmp/nosrq'"
+check "no SRQ: the debug log says why" \
+      bash -c "grep -q 'rc_zv is not offered: the device has no shared receive queue' '$tmp/nosrq' &&
+               grep -q 'uc_zv is not offered: the device has no shared receive queue' '$tmp/nosrq'"
+
 # ---- bad configuration: a clear error naming the variable, the transport
 # refused cleanly, no crash
 for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE_LEN=0 \
@@ -237,6 +248,12 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
           awk '{for (i = 1; i < NF; ++i) if ($(i+1) == "zero-copy") n += $i} END {exit !(n >= 256)}' "$tmp/ucputs"
     # Beside ud_zv, as UCP chooses lanes.
     swrun uc_zv,ud_zv "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
+    # A device without a shared receive queue: the same job over ud_zv.
+    swrun rc_zv,ud_zv "bw 1 B..1 MiB validated, device without SRQ (testing switch)" \
+        ZV_TESTING_NO_SRQ=1 UCX_LOG_LEVEL=info -- -t bw -S 1048576 -i 10
+    grep -o 'ep_cfg\[[0-9]*\]: tag([a-z_]*' "$tmp/osu" | sort | uniq -c
+    check "MPI over rc_zv,ud_zv on a device without SRQ: tags travel over ud_zv" \
+          bash -c "grep -q 'ep_cfg\[[0-9]*\]: tag(ud_zv' '$tmp/osu' && ! grep -q 'tag(rc_zv' '$tmp/osu'"
     # The job size decides, with no zv setting: a job estimated past rc_zv's
     # max eps runs over ud_zv, a pair over rc_zv (UCP names each endpoint
     # configuration's lanes at info level).

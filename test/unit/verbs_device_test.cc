@@ -61,6 +61,33 @@ TEST(verbs_device, errno_mapping)
     EXPECT_EQ(UCS_ERR_IO_ERROR, zv::verbs::status_from_errno(EIO));
 }
 
+// rc_zv and uc_zv are offered only on a device whose shared receive queue
+// they can use; the device layer says which, from the attributes alone.
+TEST(verbs_device, srq_usable_needs_an_srq_of_min_srq_wr)
+{
+    ibv_device_attr attr = {};
+    const char *why      = "unset";
+    attr.max_srq         = 1024;
+    attr.max_srq_wr      = 16384;
+    EXPECT_TRUE(zv::verbs::srq_usable(attr, &why));
+    EXPECT_EQ(nullptr, why);
+
+    attr.max_srq_wr = zv::verbs::min_srq_wr;
+    EXPECT_TRUE(zv::verbs::srq_usable(attr, nullptr));
+    attr.max_srq_wr = zv::verbs::min_srq_wr - 1;
+    EXPECT_FALSE(zv::verbs::srq_usable(attr, &why));
+    ASSERT_NE(nullptr, why);
+    EXPECT_NE(std::string::npos, std::string(why).find("too small")) << why;
+
+    attr.max_srq    = 0;   // what ZV_TESTING_NO_SRQ=1 makes of a device
+    attr.max_srq_wr = 0;
+    EXPECT_FALSE(zv::verbs::srq_usable(attr, &why));
+    ASSERT_NE(nullptr, why);
+    EXPECT_NE(std::string::npos, std::string(why).find("no shared receive queue")) << why;
+    attr.max_srq_wr = 16384; // an SRQ size without SRQs is still none
+    EXPECT_FALSE(zv::verbs::srq_usable(attr, nullptr));
+}
+
 TEST(verbs_device, open_unknown_device_fails_cleanly)
 {
     zv::verbs::device dev;
