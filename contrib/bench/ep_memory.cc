@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Memory per endpoint: open two interfaces of one transport in this
 // process, connect N endpoints from the first to the second, and report the
-// growth of resident memory and of the heap per endpoint (both sides'
-// per-connection state together: what N connections cost a node).
+// growth of resident memory, of the heap, of registered memory and of queue
+// pairs per endpoint (both sides' per-connection state together: what N
+// connections cost a node). Transports that connect to interfaces (the zv
+// ones, ud_verbs) get one endpoint per connection on the first interface;
+// those that connect endpoint to endpoint (rc_verbs) get one on each side.
+// Registered bytes and QPs are the kernel's counts for this process
+// (`rdma resource show mr|qp`, iproute2), 0 where the tool is missing.
 //
 // Usage: zv_ep_memory TRANSPORT DEVICE N   (e.g. ud_zv rxe0:1 1024)
-// Prints: "<transport> <N> <rss bytes/ep> <heap bytes/ep>"; exit 1 on error.
+// Prints: "<transport> <N> <rss bytes/ep> <heap bytes/ep> <registered
+// bytes/ep> <QPs/ep>" (the last two with two decimals); exit 1 on error.
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
 
@@ -50,6 +56,38 @@ long rss_bytes()
     }
     std::fclose(f);
     return resident * sysconf(_SC_PAGESIZE);
+}
+
+/// Sum of one column of `rdma resource show KIND` for this process: the
+/// number of lines (field null) or the sum of 'field's values.
+double rdma_res(const char *kind, const char *field)
+{
+    char cmd[160];
+    std::snprintf(cmd, sizeof(cmd), "rdma resource show %s 2>/dev/null", kind);
+    FILE *f = popen(cmd, "r");
+    if (f == nullptr) {
+        return 0;
+    }
+    char line[1024], pid_tok[32];
+    std::snprintf(pid_tok, sizeof(pid_tok), " pid %d ", static_cast<int>(getpid()));
+    double sum = 0;
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+        if (std::strstr(line, pid_tok) == nullptr) {
+            continue;
+        }
+        if (field == nullptr) {
+            sum += 1;
+            continue;
+        }
+        char key[40];
+        std::snprintf(key, sizeof(key), " %s ", field);
+        const char *v = std::strstr(line, key);
+        if (v != nullptr) {
+            sum += std::strtod(v + std::strlen(key), nullptr);
+        }
+    }
+    pclose(f);
+    return sum;
 }
 
 long heap_bytes()
@@ -124,10 +162,33 @@ void open_side(side &s, uct_md_h md, const char *tl, const char *dev)
                                                        s.dev_addr.data())), "dev addr");
     must(uct_iface_get_address(s.iface, reinterpret_cast<uct_iface_addr_t *>(
                                                 s.iface_addr.data())), "iface addr");
-    if (!(s.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE)) {
-        std::fprintf(stderr, "zv_ep_memory: %s does not connect to interfaces\n", tl);
+    if (!(s.attr.cap.flags &
+          (UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_CONNECT_TO_EP))) {
+        std::fprintf(stderr, "zv_ep_memory: %s connects neither to interfaces nor to endpoints\n", tl);
         std::exit(1);
     }
+}
+
+/// An endpoint of 'from' with no peer yet (endpoint-to-endpoint transports).
+uct_ep_h create_p2p(side &from)
+{
+    uct_ep_params_t p = {};
+    p.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
+    p.iface           = from.iface;
+    uct_ep_h ep;
+    must(uct_ep_create(&p, &ep), "uct_ep_create");
+    return ep;
+}
+
+void connect_p2p(uct_ep_h ep, const side &peer_side, uct_ep_h peer_ep)
+{
+    std::vector<char> ep_addr(peer_side.attr.ep_addr_len);
+    must(uct_ep_get_address(peer_ep, reinterpret_cast<uct_ep_addr_t *>(ep_addr.data())),
+         "uct_ep_get_address");
+    must(uct_ep_connect_to_ep(ep, reinterpret_cast<const uct_device_addr_t *>(
+                                          peer_side.dev_addr.data()),
+                              reinterpret_cast<const uct_ep_addr_t *>(ep_addr.data())),
+         "uct_ep_connect_to_ep");
 }
 
 } // namespace
@@ -150,8 +211,17 @@ int main(int argc, char **argv)
     open_side(b, md, tl, dev);
     // Warm up: one endpoint through connection and one message, so that
     // lazily created per-interface resources are not counted per endpoint.
-    std::vector<uct_ep_h> eps;
+    std::vector<uct_ep_h> eps, peer_eps;
+    const bool p2p = !(a.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
     auto create = [&] {
+        if (p2p) {
+            uct_ep_h ea = create_p2p(a), eb = create_p2p(b);
+            connect_p2p(ea, b, eb);
+            connect_p2p(eb, a, ea);
+            eps.push_back(ea);
+            peer_eps.push_back(eb);
+            return;
+        }
         uct_ep_params_t p = {};
         p.field_mask      = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                             UCT_EP_PARAM_FIELD_IFACE_ADDR;
@@ -186,13 +256,19 @@ int main(int argc, char **argv)
     create();
     settle();
     long rss0 = rss_bytes(), heap0 = heap_bytes();
+    double mr0 = rdma_res("mr", "mrlen"), qp0 = rdma_res("qp", nullptr);
     for (long i = 0; i < n; ++i) {
         create();
     }
     settle();
     long rss1 = rss_bytes(), heap1 = heap_bytes();
-    std::printf("%s %ld %ld %ld\n", tl, n, (rss1 - rss0) / n, (heap1 - heap0) / n);
+    double mr1 = rdma_res("mr", "mrlen"), qp1 = rdma_res("qp", nullptr);
+    std::printf("%s %ld %ld %ld %.2f %.2f\n", tl, n, (rss1 - rss0) / n, (heap1 - heap0) / n,
+                (mr1 - mr0) / static_cast<double>(n), (qp1 - qp0) / static_cast<double>(n));
     for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+    for (uct_ep_h ep : peer_eps) {
         uct_ep_destroy(ep);
     }
     for (side *s : {&a, &b}) {

@@ -7,9 +7,8 @@
 #   - UCP tag_bw at 1 MiB (UCX_TLS=<tl>,self),
 #   - the same for ud_zv with 1 % of received packets dropped, duplicated
 #     and reordered by its fault injection (ud_verbs has no such setting:
-#     loss for both needs the two-host wire with netem),
-#   - memory per endpoint with 1, 64 and 1024 endpoints in one process,
-#     beside rc_zv and ud_verbs (contrib/bench/zv_ep_memory).
+#     loss for both needs the two-host wire with netem).
+# (Memory per endpoint: contrib/bench/ep-cost.sh.)
 # uc_zv beside rc_zv and UCX's rc_verbs:
 #   - UCT put_lat at 8 B and put_bw at uc_zv's largest write (16 KiB; one
 #     MTU on Soft-RoCE, where UCX_UC_ZV_ONE_PACKET=auto keeps every put
@@ -104,17 +103,3 @@ row "tag_bw 1 MiB, MB/s (higher)" tbw_
 printf '%-34s %10s %10s %10s\n' "put_lat 8 B, uc 1% faults" "n/a" "n/a" "${m[plat_uc_zv_l]}"
 printf '%-34s %10s %10s %10s\n' "tag_bw 1 MiB, uc 1% faults" "n/a" "n/a" "${m[tbw_uc_zv_l]}"
 echo "raw: $(for k in "${!r[@]}"; do printf '%s=[%s ] ' $k "${r[$k]}"; done)"
-
-echo
-echo "memory per endpoint, bytes (resident / heap), both sides of each connection in one process"
-printf '%-10s %20s %20s %20s %20s\n' "endpoints" "rc_zv" "uc_zv" "ud_zv" "ud_verbs"
-for n in 1 64 1024; do
-    row=()
-    for tl in rc_zv uc_zv ud_zv ud_verbs; do
-        out=$(LD_PRELOAD=$mod timeout 600 "$b/contrib/bench/zv_ep_memory" $tl "$dev:1" $n 2>"$tmp/err") ||
-            out="$tl $n fail fail"
-        set -- $out
-        row+=("$3 / $4")
-    done
-    printf '%-10s %20s %20s %20s %20s\n' $n "${row[0]}" "${row[1]}" "${row[2]}" "${row[3]}"
-done

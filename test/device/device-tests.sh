@@ -249,8 +249,8 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     # Beside ud_zv, as UCP chooses lanes.
     swrun uc_zv,ud_zv "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
     # A device without a shared receive queue: the same job over ud_zv.
-    swrun rc_zv,ud_zv "bw 1 B..1 MiB validated, device without SRQ (testing switch)" \
-        ZV_TESTING_NO_SRQ=1 UCX_LOG_LEVEL=info -- -t bw -S 1048576 -i 10
+    swrun rc_zv,ud_zv "bw 1 B..256 KiB validated, device without SRQ (testing switch)" \
+        ZV_TESTING_NO_SRQ=1 UCX_LOG_LEVEL=info -- -t bw -S 262144 -i 5
     grep -o 'ep_cfg\[[0-9]*\]: tag([a-z_]*' "$tmp/osu" | sort | uniq -c
     check "MPI over rc_zv,ud_zv on a device without SRQ: tags travel over ud_zv" \
           bash -c "grep -q 'ep_cfg\[[0-9]*\]: tag(ud_zv' '$tmp/osu' && ! grep -q 'tag(rc_zv' '$tmp/osu'"
@@ -258,8 +258,8 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     # max eps runs over ud_zv, a pair over rc_zv (UCP names each endpoint
     # configuration's lanes at info level).
     for n in 2 4096; do
-        swrun rc_zv,ud_zv "bw 1 B..1 MiB validated, UCX_NUM_EPS=$n" UCX_NUM_EPS=$n UCX_LOG_LEVEL=info -- \
-            -t bw -S 1048576 -i 10
+        swrun rc_zv,ud_zv "bw 1 B..256 KiB validated, UCX_NUM_EPS=$n" UCX_NUM_EPS=$n UCX_LOG_LEVEL=info -- \
+            -t bw -S 262144 -i 5
         grep -o 'ep_cfg\[[0-9]*\]: tag([a-z_]*' "$tmp/osu" | sort | uniq -c
         want=rc_zv not=ud_zv; [ $n -le "${rc_eps:-0}" ] || { want=ud_zv; not=rc_zv; }
         check "MPI over rc_zv,ud_zv with UCX_NUM_EPS=$n: tags travel over $want" \

@@ -11,7 +11,7 @@ set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${ZV_BUILDDIR:-$(pwd)}
 build=$(cd "$build" && pwd)
-timeout=${ZV_DEVICE_TIMEOUT:-1200}
+timeout=${ZV_DEVICE_TIMEOUT:-1800}
 echo "device tier: build $build, timeout ${timeout}s"
 hca=0
 if ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then hca=1; fi
