@@ -70,6 +70,8 @@ double rdma_res(const char *kind, const char *field)
     }
     char line[1024], pid_tok[32];
     std::snprintf(pid_tok, sizeof(pid_tok), " pid %d ", static_cast<int>(getpid()));
+    char key[40];
+    std::snprintf(key, sizeof(key), " %s ", (field != nullptr) ? field : "");
     double sum = 0;
     while (std::fgets(line, sizeof(line), f) != nullptr) {
         if (std::strstr(line, pid_tok) == nullptr) {
@@ -79,8 +81,6 @@ double rdma_res(const char *kind, const char *field)
             sum += 1;
             continue;
         }
-        char key[40];
-        std::snprintf(key, sizeof(key), " %s ", field);
         const char *v = std::strstr(line, key);
         if (v != nullptr) {
             sum += std::strtod(v + std::strlen(key), nullptr);

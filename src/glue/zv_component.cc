@@ -332,7 +332,7 @@ uct_component_t zv_component = {
 ucs_status_t zv_rc_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                                 unsigned *num_devices_p)
 {
-    return zv::glue::query_srq_devices(md, devices_p, num_devices_p, "rc_zv");
+    return zv::md::query_port_devices(md, devices_p, num_devices_p, "rc_zv");
 }
 
 uct_tl_t rc_zv_tl = {
@@ -393,12 +393,6 @@ ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                            unsigned *num_devices_p)
 {
     return zv::md::query_port_devices(md, devices_p, num_devices_p);
-}
-
-ucs_status_t query_srq_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
-                               unsigned *num_devices_p, const char *tl)
-{
-    return zv::md::query_port_devices(md, devices_p, num_devices_p, tl);
 }
 
 unsigned srq_queue_len(uct_md_h md, unsigned wanted, const char *var)

@@ -25,11 +25,6 @@ struct range_check {
 ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                            unsigned *num_devices_p);
 
-/// The same for rc_zv and uc_zv (tl: its name): none on a device without
-/// a usable shared receive queue.
-ucs_status_t query_srq_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
-                               unsigned *num_devices_p, const char *tl);
-
 /// RX_QUEUE_LEN of a connected transport, within the device's largest SRQ
 /// (a smaller device gets a smaller queue, said at debug level; var names
 /// the setting).

@@ -2,6 +2,7 @@
 // UCX glue for ud_zv and uc_zv: their config tables (UCX_UD_ZV_*, UCX_UC_ZV_*,
 // sharing the reliability settings) and transport descriptors.
 #include "glue/zv_glue.h"
+#include "md/zv_md.h"
 #include "ud/ud_iface.h"
 
 #include <ucs/config/parser.h>
@@ -280,7 +281,7 @@ uct_tl_t ud_zv_tl = {
 ucs_status_t zv_uc_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                                 unsigned *num_devices_p)
 {
-    return zv::glue::query_srq_devices(md, devices_p, num_devices_p, "uc_zv");
+    return zv::md::query_port_devices(md, devices_p, num_devices_p, "uc_zv");
 }
 
 uct_tl_t uc_zv_tl = {

@@ -46,6 +46,7 @@ bool srq_usable(const ibv_device_attr &attr, const char **why)
     if (attr.max_srq <= 0) {
         reason = "the device has no shared receive queue";
     } else if ((attr.max_srq_wr < 0) || (static_cast<unsigned>(attr.max_srq_wr) < min_srq_wr)) {
+        static_assert(min_srq_wr == 64, "the message below names min_srq_wr");
         reason = "the device's shared receive queue is too small (max_srq_wr below 64)";
     }
     if (why != nullptr) {
