@@ -6,6 +6,7 @@
 #include <ucs/sys/string.h>
 
 #include <cstring>
+#include <vector>
 
 
 namespace zv::iface {
@@ -46,9 +47,53 @@ ucs_status_t init(zv_iface *iface, uct_iface_ops_t *ops,
     return UCS_OK;
 }
 
+namespace {
+
+/// One batch of the interface's device events (a one-shot progress callback).
+unsigned take_events(void *arg)
+{
+    auto *iface = static_cast<zv_iface *>(arg);
+    std::vector<verbs::async_event> events = iface->md->events.take(iface->events_id);
+    for (const verbs::async_event &ev : events) {
+        iface->on_event(iface, ev);
+    }
+    return static_cast<unsigned>(events.size());
+}
+
+/// Called in the async thread by the md's dispatcher (under its lock):
+/// schedule take_events() on the worker; the id cancels it at cleanup.
+int schedule_events(void *arg)
+{
+    auto *iface           = static_cast<zv_iface *>(arg);
+    uct_worker_cb_id_t id = UCS_CALLBACKQ_ID_NULL;
+    uct_worker_progress_register_safe(&iface->super.worker->super, take_events, iface,
+                                      UCS_CALLBACKQ_FLAG_ONESHOT, &id);
+    return id;
+}
+
+} // namespace
+
+void watch_events(zv_iface *iface, event_handler handler)
+{
+    iface->on_event  = handler;
+    iface->events_id = iface->md->events.add(schedule_events, iface);
+}
+
 void cleanup(zv_iface *iface)
 {
+    if (iface->events_id >= 0) {
+        uct_worker_cb_id_t id = iface->md->events.remove(iface->events_id);
+        uct_worker_progress_unregister_safe(&iface->super.worker->super, &id);
+        iface->events_id = -1;
+    }
     ucs_class_call_cleanup_chain(&uct_base_iface_t_class, &iface->super, -1);
+}
+
+void report_ep_failure(zv_iface *iface, uct_ep_h ep, ucs_status_t status, const char *what)
+{
+    ucs_status_t handled = uct_iface_handle_ep_err(&iface->super.super, ep, status);
+    ucs_log(uct_base_iface_failure_log_level(&iface->super, handled, status),
+            "%s: %s: %s", iface->md->dev.name().c_str(), what, ucs_status_string(status));
 }
 
 void query_common(zv_iface *iface, uct_iface_attr_t *attr)

@@ -17,6 +17,17 @@ struct __attribute__((packed)) device_addr {
     uint8_t  gid[16];
 };
 
+/// Bytes in an iov list (a count of 0 counts as 1, as the zv transports
+/// post it).
+inline size_t iov_total(const uct_iov_t *iov, size_t iovcnt)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        total += iov[i].length * (iov[i].count ? iov[i].count : 1);
+    }
+    return total;
+}
+
 /// Settings shared by every zv transport (the glue fills them from config).
 struct iface_settings {
     unsigned rx_queue_len; ///< receive buffers posted to the shared queue
@@ -29,6 +40,12 @@ struct iface_settings {
     unsigned tx_max_bufs = 0;
 };
 
+struct zv_iface;
+
+/// A transport's handler of the device's asynchronous events; called on
+/// the interface's own thread, from the worker's progress.
+using event_handler = void (*)(zv_iface *iface, const verbs::async_event &ev);
+
 /// Base of every zv interface. 'super' first: UCT casts uct_iface_h to it.
 struct zv_iface {
     uct_base_iface_t         super;
@@ -38,6 +55,10 @@ struct zv_iface {
     /// What max_num_eps "auto" (the connected transports' default) stands
     /// for; unlimited unless the transport sets it (set_auto_max_eps).
     size_t                   auto_max_eps = SIZE_MAX;
+    event_handler            on_event  = nullptr;
+    int                      events_id = -1; ///< listener id at md->events
+    /// A device-fatal event arrived: no new endpoints (set by the handler).
+    bool                     device_lost = false;
 };
 
 /// Initialise the UCX base interface inside 'iface' and bind it to the
@@ -48,8 +69,20 @@ struct zv_iface {
                                 const uct_iface_params_t *params,
                                 const uct_iface_config_t *config,
                                 const iface_settings &settings);
-/// Undo init().
+/// Undo init() (and watch_events()).
 void cleanup(zv_iface *iface);
+
+/// Hand the device's asynchronous events (port, QP, SRQ, device) to
+/// 'handler' from now until cleanup(). Each batch runs as a one-shot
+/// callback on the worker's progress.
+void watch_events(zv_iface *iface, event_handler handler);
+
+/// Report an endpoint failure to UCT's error handling (UCP). When nobody
+/// handles it (UCP without error handling, as Open MPI's pml ucx runs),
+/// log 'what' at the level UCX's own transports use: fatal, which ends the
+/// process with the reason, instead of leaving its requests to hang.
+void report_ep_failure(zv_iface *iface, uct_ep_h ep, ucs_status_t status,
+                       const char *what);
 
 /// Fill what every zv transport reports the same way (bandwidth, latency,
 /// device address size, priority).

@@ -3,6 +3,7 @@
 #include "md/zv_md.h"
 #include "monitor/monitor.h"
 
+#include <ucs/async/async_fwd.h>
 #include <ucs/debug/log_def.h>
 
 #include <arpa/inet.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <new>
 
@@ -19,9 +21,52 @@ namespace zv::md {
 
 namespace {
 
+/// The device's async fd is readable: read every event, log it the way
+/// UCX logs its own devices' events, acknowledge it and hand it to the
+/// interfaces. Runs in UCX's async thread.
+void read_async_events(int fd, ucs_event_set_types_t, void *arg)
+{
+    zv_md *md = static_cast<zv_md *>(arg);
+    ibv_async_event ev;
+    while (ibv_get_async_event(md->dev.ctx(), &ev) == 0) {
+        verbs::async_event e = verbs::translate(ev);
+        ibv_ack_async_event(&ev);
+        char what[160];
+        verbs::describe(e, what, sizeof(what));
+        ucs_log(verbs::log_level(e), "%s: async event: %s", md->dev.name().c_str(), what);
+        md->events.deliver(e);
+    }
+    (void)fd;
+}
+
+ucs_status_t watch_async_events(zv_md *md)
+{
+    int fd    = md->dev.ctx()->async_fd;
+    int flags = fcntl(fd, F_GETFL);
+    if ((flags < 0) || (fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
+        ucs_error("%s: cannot make the async event fd non-blocking: %m",
+                  md->dev.name().c_str());
+        return UCS_ERR_IO_ERROR;
+    }
+    ucs_status_t status = ucs_async_set_event_handler(UCS_ASYNC_MODE_THREAD_SPINLOCK, fd,
+                                                      UCS_EVENT_SET_EVREAD,
+                                                      read_async_events, md, nullptr);
+    if (status != UCS_OK) {
+        ucs_error("%s: cannot watch the device's async events: %s",
+                  md->dev.name().c_str(), ucs_status_string(status));
+        return status;
+    }
+    md->events_registered = true;
+    return UCS_OK;
+}
+
 void close_md(uct_md_h uct_md)
 {
     zv_md *md = from_uct(uct_md);
+    if (md->events_registered) {
+        // Waits for a handler that is running: none runs after this.
+        (void)ucs_async_remove_handler(md->dev.ctx()->async_fd, 1);
+    }
     if (md->cache != nullptr) {
         // One line of what the cache did, for UCX_LOG_LEVEL=diag.
         const rcache::cache_stats s = md->cache->stats();
@@ -229,6 +274,11 @@ ucs_status_t open(uct_component_t *component, const char *md_name,
     if (status != UCS_OK) {
         ucs_error("%s: cannot create the registration cache: %s", md_name,
                   ucs_status_string(status));
+        close_md(&md->super);
+        return status;
+    }
+    status = watch_async_events(md);
+    if (status != UCS_OK) {
         close_md(&md->super);
         return status;
     }

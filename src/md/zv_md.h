@@ -5,6 +5,7 @@
 
 #include "rcache/cache.h"
 #include "rcache/ibv_backend.h"
+#include "verbs/async.h"
 #include "verbs/device.h"
 
 #include "glue/ucx_internal.h"
@@ -43,6 +44,10 @@ struct zv_md {
     /// mem_reg calls that failed (after the cache's evict-and-retry): the
     /// caller (UCP) then falls back to a copy path.
     std::atomic<uint64_t> reg_failures{0};
+    /// The device's asynchronous events, read in UCX's async thread and
+    /// handed to the interfaces opened on this md (iface/zv_iface.cc).
+    verbs::async_dispatcher events;
+    bool                 events_registered = false;
 };
 
 /// Component-level entry points (installed in the component by the glue).

@@ -50,11 +50,6 @@ constexpr int remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 
 // ---------------------------------------------------------------- pending
 
-inline uct_pending_req_t *&pending_next(uct_pending_req_t *req)
-{
-    return *reinterpret_cast<uct_pending_req_t **>(req->priv);
-}
-
 void link_pending_ep(rc_ep *ep)
 {
     if (!ep->on_pending_list) {
@@ -64,21 +59,27 @@ void link_pending_ep(rc_ep *ep)
     }
 }
 
+void unlink_pending_ep(rc_ep *ep)
+{
+    for (rc_ep **link = &ep->iface->pending_eps; *link != nullptr;
+         link = &(*link)->pending_next) {
+        if (*link == ep) {
+            *link               = ep->pending_next;
+            ep->on_pending_list = false;
+            return;
+        }
+    }
+}
+
 ucs_status_t pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
 {
     rc_ep *ep = to_ep(uct_ep);
     // BUSY tells UCP to retry at once, without progress: only when the send
     // would find what it needs (a starved send would loop forever).
-    if ((ep->pending_head == nullptr) && (check_tx(ep) == UCS_OK) && !ep->iface->tx_starved) {
+    if (ep->pending.empty() && (check_tx(ep) == UCS_OK) && !ep->iface->tx_starved) {
         return UCS_ERR_BUSY; // resources are available: send it now
     }
-    pending_next(req) = nullptr;
-    if (ep->pending_tail == nullptr) {
-        ep->pending_head = req;
-    } else {
-        pending_next(ep->pending_tail) = req;
-    }
-    ep->pending_tail = req;
+    ep->pending.push(req);
     if (ep->st == rc_ep::state::connected) {
         link_pending_ep(ep);
     }
@@ -87,37 +88,7 @@ ucs_status_t pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
 
 void pending_purge(uct_ep_h uct_ep, uct_pending_purge_callback_t cb, void *arg)
 {
-    rc_ep *ep              = to_ep(uct_ep);
-    uct_pending_req_t *req = ep->pending_head;
-    ep->pending_head = ep->pending_tail = nullptr;
-    while (req != nullptr) {
-        uct_pending_req_t *next = pending_next(req);
-        if (cb != nullptr) {
-            cb(req, arg);
-        }
-        req = next;
-    }
-}
-
-/// Run the endpoint's queued requests while it has resources. Returns
-/// true when its queue is empty.
-bool dispatch_ep(rc_ep *ep)
-{
-    unsigned budget = 64;
-    while ((ep->pending_head != nullptr) && (budget-- > 0) &&
-           (check_tx(ep) == UCS_OK)) {
-        uct_pending_req_t *req = ep->pending_head;
-        ucs_status_t status    = req->func(req);
-        if (status == UCS_OK) {
-            ep->pending_head = pending_next(req);
-            if (ep->pending_head == nullptr) {
-                ep->pending_tail = nullptr;
-            }
-        } else if (status != UCS_INPROGRESS) {
-            break; // out of resources again
-        }
-    }
-    return ep->pending_head == nullptr;
+    to_ep(uct_ep)->pending.purge(cb, arg);
 }
 
 // ---------------------------------------------------------------- flush/fence
@@ -129,12 +100,12 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
         return ep->error;
     }
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        pending_purge(uct_ep, nullptr, nullptr);
+        ep->pending.purge(nullptr, nullptr);
     }
     if ((ep->st == rc_ep::state::connected) && (ep_outstanding(ep) == 0)) {
         return UCS_OK;
     }
-    if ((ep->st == rc_ep::state::connecting) || (ep->pending_head != nullptr)) {
+    if ((ep->st == rc_ep::state::connecting) || !ep->pending.empty()) {
         return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
     }
     if (comp == nullptr) {
@@ -209,9 +180,10 @@ void process_send_completion(rc_iface *iface, const ibv_wc &wc)
     if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0)) {
         status = verbs::status_from_wc(wc.status);
         if ((ep->st != rc_ep::state::failed) && !ep->destroyed) {
-            ucs_debug("qp 0x%x: send completion error: %s", ep->qp->qp_num,
-                      ibv_wc_status_str(wc.status));
-            ep_fail(ep, status);
+            char why[96];
+            snprintf(why, sizeof(why), "rc_zv qp 0x%x: send completion with error: %s",
+                     ep->qp->qp_num, ibv_wc_status_str(wc.status));
+            ep_fail(ep, status, why);
         }
         status = ep->error;
     }
@@ -226,10 +198,8 @@ void process_send_completion(rc_iface *iface, const ibv_wc &wc)
         retire_op(iface, op, status);
     }
 
-    if (ep->destroyed && (ep_outstanding(ep) == 0) && !iface->in_completion) {
-        free_ep(ep);
-    } else if (ep->destroyed && (ep_outstanding(ep) == 0)) {
-        ++iface->deferred_frees; // freed by free_deferred() after the batch
+    if (ep->destroyed && (ep_outstanding(ep) == 0)) {
+        ++iface->deferred_frees; // freed when progress returns (progress_guard)
     }
 }
 
@@ -245,19 +215,27 @@ void free_deferred(rc_iface *iface)
 
 void dispatch_pending(rc_iface *iface)
 {
-    rc_ep **link = &iface->pending_eps;
-    while (*link != nullptr) {
-        rc_ep *ep = *link;
-        if (dispatch_ep(ep)) {
-            *link               = ep->pending_next;
-            ep->on_pending_list = false;
-        } else {
-            link = &ep->pending_next;
+    // A request may destroy or fail any endpoint, its own too, and add
+    // requests anywhere. So the list is taken whole: its endpoints keep
+    // on_pending_list set until visited (pending_add does not link them a
+    // second time), destroyed ones stay allocated until the guard ends and
+    // are skipped, and those with requests left are linked again.
+    progress_guard guard(iface);
+    rc_ep *ep          = iface->pending_eps;
+    iface->pending_eps = nullptr;
+    while (ep != nullptr) {
+        rc_ep *next         = ep->pending_next;
+        ep->on_pending_list = false;
+        if (!ep->destroyed && (ep->st == rc_ep::state::connected) &&
+            !ep->pending.dispatch([ep] { return check_tx(ep) == UCS_OK; }) &&
+            !ep->destroyed && (ep->st == rc_ep::state::connected)) {
+            link_pending_ep(ep);
         }
+        ep = next;
     }
 }
 
-void ep_fail(rc_ep *ep, ucs_status_t status)
+void ep_fail(rc_ep *ep, ucs_status_t status, const char *why)
 {
     rc_iface *iface = ep->iface;
     ep->st          = rc_ep::state::failed;
@@ -272,9 +250,10 @@ void ep_fail(rc_ep *ep, ucs_status_t status)
         retire_op(iface, op, status);
     }
     ep->ops_tail = nullptr;
-    ucs_status_t s = uct_iface_handle_ep_err(&iface->super.super.super,
-                                             &ep->super.super, status);
-    (void)s;
+    if (ep->on_pending_list) {
+        unlink_pending_ep(ep); // UCP purges the requests from its error callback
+    }
+    iface::report_ep_failure(&iface->super, &ep->super.super, status, why);
 }
 
 // ---------------------------------------------------------------- lifecycle
@@ -289,6 +268,11 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         return UCS_ERR_INVALID_PARAM;
     }
     rc_iface *iface = to_rc(params->iface);
+    if (iface->super.device_lost) {
+        ucs_error("rc_zv: %s is lost (device fatal event): no new endpoints",
+                  iface->super.md->dev.name().c_str());
+        return UCS_ERR_IO_ERROR;
+    }
     auto *ep        = new (std::nothrow) rc_ep{};
     if (ep == nullptr) {
         return UCS_ERR_NO_MEMORY;
@@ -316,6 +300,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     unsigned inl;
     status = verbs::create_connected_qp(iface->super.md->dev, qp_params, &ep->qp, &inl);
     if (status != UCS_OK) {
+        ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
         delete ep;
         return status;
     }
@@ -333,6 +318,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     status = iface->conn.start(ep->conn_id, ep->peer, ep->peer_ud_qpn, ep->qp->qp_num);
     if (status != UCS_OK) {
         iface->connecting.erase(ep->conn_id);
+        ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
         free_ep(ep);
         return status;
     }
@@ -351,13 +337,10 @@ void ep_destroy(uct_ep_h uct_ep)
         iface->conn.disconnect(ep->conn_id, ep->peer, ep->peer_ud_qpn);
     }
     // Unlink from the pending list; its requests belong to the caller.
-    for (rc_ep **link = &iface->pending_eps; *link != nullptr; link = &(*link)->pending_next) {
-        if (*link == ep) {
-            *link = ep->pending_next;
-            break;
-        }
+    if (ep->on_pending_list) {
+        unlink_pending_ep(ep); // (not found while dispatch_pending holds the list)
     }
-    ep->pending_head = ep->pending_tail = nullptr;
+    ep->pending = iface::pending_queue();
     // Work still queued completes as canceled, like UCX's own transports.
     while (ep->ops_head != nullptr) {
         tx_op *op    = ep->ops_head;
@@ -367,9 +350,10 @@ void ep_destroy(uct_ep_h uct_ep)
     ep->ops_tail = nullptr;
     ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
     if (ep_outstanding(ep) == 0) {
-        if (!iface->in_completion) {
+        if (!iface->in_progress) {
             free_ep(ep);
         } else {
+            // A callback inside progress: the caller still holds it.
             ep->destroyed = true;
             ep->st        = rc_ep::state::failed;
             ++iface->deferred_frees;
@@ -427,12 +411,12 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
     ucs_status_t status = verbs::connect_qp(ep->qp, *iface->super.port, peer, peer_qpn,
                                             remote_access, iface->settings.timing);
     if (status != UCS_OK) {
-        ep_fail(ep, status);
+        ep_fail(ep, status, "rc_zv: cannot connect the endpoint's qp");
         return;
     }
     ep->st = rc_ep::state::connected;
     ucs_debug("rc_zv ep %p: qp 0x%x connected to qp 0x%x", ep, ep->qp->qp_num, peer_qpn);
-    if (ep->pending_head != nullptr) {
+    if (!ep->pending.empty()) {
         link_pending_ep(ep);
         dispatch_pending(iface);
     }
@@ -447,9 +431,10 @@ void connection_timed_out(void *arg, uint64_t conn_id)
     }
     rc_ep *ep = it->second;
     iface->connecting.erase(it);
-    ucs_debug("rc_zv ep %p: no answer from the peer's interface (ud qp 0x%x)", ep,
-              ep->peer_ud_qpn);
-    ep_fail(ep, UCS_ERR_UNREACHABLE);
+    char why[96];
+    snprintf(why, sizeof(why), "rc_zv: no answer from the peer's interface (ud qp 0x%x)",
+             ep->peer_ud_qpn);
+    ep_fail(ep, UCS_ERR_UNREACHABLE, why);
 }
 
 void fill_ep_ops(uct_iface_ops_t *ops, bool atomics)

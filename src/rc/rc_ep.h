@@ -3,6 +3,7 @@
 #ifndef ZV_RC_RC_EP_H
 #define ZV_RC_RC_EP_H
 
+#include "iface/pending.h"
 #include "rc/rc_iface.h"
 
 namespace zv::rc {
@@ -32,8 +33,7 @@ struct rc_ep {
     uint32_t            peer_ud_qpn  = 0;
     tx_op              *ops_head     = nullptr;
     tx_op              *ops_tail     = nullptr;
-    uct_pending_req_t  *pending_head = nullptr;
-    uct_pending_req_t  *pending_tail = nullptr;
+    iface::pending_queue pending;
     rc_ep              *pending_next = nullptr;
     ucs_status_t        error        = UCS_OK;
     /// The endpoint's work request, built once (next = null, zeroed); each
@@ -59,8 +59,11 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn);
 void connection_timed_out(void *arg, uint64_t conn_id);
 
 /// Mark the endpoint failed: complete its work with 'status' and report
-/// to UCT's error handling (once).
-void ep_fail(rc_ep *ep, ucs_status_t status);
+/// to UCT's error handling (once); 'why' says what happened, for the log.
+void ep_fail(rc_ep *ep, ucs_status_t status, const char *why);
+
+/// The device's asynchronous events, as rc_zv acts on them.
+void handle_event(iface::zv_iface *base, const verbs::async_event &ev);
 
 } // namespace zv::rc
 

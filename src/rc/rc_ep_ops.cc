@@ -72,29 +72,35 @@ ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
                       unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
                       unsigned flags, uct_completion_t *comp)
 {
-    rc_ep *ep           = to_ep(uct_ep);
+    rc_ep *ep       = to_ep(uct_ep);
+    rc_iface *iface = ep->iface;
+    // What iface_query advertises: a larger message would overrun the
+    // peer's receive buffer and end the connection (both sides' QPs).
+    if (__builtin_expect((header_length > am_zcopy_max_hdr) || (iovcnt > am_zcopy_max_iov) ||
+                         (header_length + iface::iov_total(iov, iovcnt) > iface->settings.seg_size),
+                         0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    if (iovcnt > 3) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    tx_op *op = op_get(ep->iface);
-    if (op == nullptr) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    ibv_sge sge[4];
-    int nsge = 0;
+    ibv_sge sge[am_zcopy_max_iov + 1];
+    int nsge  = 0;
+    tx_op *op = nullptr;
     if (header_length > 0) {
-        iface::buffer *b = ep->iface->tx_pool.get();
-        if (b == nullptr) {
-            op_put(ep->iface, op);
-            return UCS_ERR_NO_RESOURCE;
+        iface::buffer *b;
+        status = start_bounced(ep, &b, &op); // out of buffers: tx_starve()
+        if (__builtin_expect(status != UCS_OK, 0)) {
+            return status;
         }
         std::memcpy(b->data(), header, header_length);
-        op->bounce = b;
         sge[nsge++] = {reinterpret_cast<uintptr_t>(b->data()), header_length, b->lkey};
+    } else {
+        op = op_get(iface);
+        if (__builtin_expect(op == nullptr, 0)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
     }
     size_t total = header_length;
     fill_sge_iov(&sge[nsge], iov, iovcnt, &total);
@@ -109,7 +115,7 @@ ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     status = post(ep, &wr, op, comp != nullptr);
     if (status != UCS_OK) {
         op->comp = nullptr;
-        retire_op(ep->iface, op, status);
+        retire_op(iface, op, status);
         return status;
     }
     return UCS_INPROGRESS;

@@ -18,7 +18,6 @@ namespace {
 
 constexpr unsigned rx_poll_batch = 16;
 constexpr unsigned tx_poll_batch = 16;
-constexpr size_t   am_zcopy_max_hdr = 128;
 constexpr int      stash_len        = rc_iface::stash_capacity;
 
 // ---------------------------------------------------------------- receive
@@ -110,15 +109,10 @@ unsigned poll_tx(rc_iface *iface)
 {
     ibv_wc wc[tx_poll_batch];
     int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
-    // Completion and error callbacks may destroy endpoints: while this is
-    // set, ep_destroy() leaves the freeing to process_send_completion().
-    iface->in_completion = true;
+    // (Inside progress: endpoints destroyed by completion callbacks are
+    // freed when it returns.)
     for (int i = 0; i < n; ++i) {
         process_send_completion(iface, wc[i]);
-    }
-    iface->in_completion = false;
-    if (__builtin_expect(iface->deferred_frees > 0, 0)) {
-        free_deferred(iface);
     }
     if ((n > 0) && (iface->pending_eps != nullptr)) {
         dispatch_pending(iface);
@@ -138,13 +132,8 @@ unsigned handle_stash(rc_iface *iface)
     if (iface->stash_tx_count > 0) {
         unsigned n            = iface->stash_tx_count;
         iface->stash_tx_count = 0;
-        iface->in_completion  = true;
         for (unsigned i = 0; i < n; ++i) {
             process_send_completion(iface, iface->stash_tx[i]);
-        }
-        iface->in_completion = false;
-        if (iface->deferred_frees > 0) {
-            free_deferred(iface);
         }
         if (iface->pending_eps != nullptr) {
             dispatch_pending(iface);
@@ -157,6 +146,9 @@ unsigned progress(uct_iface_h uct_iface)
 {
     rc_iface *iface = to_rc(uct_iface);
     unsigned count  = 0;
+    // Any callback below (active message, completion, pending, connection,
+    // error) may destroy endpoints, its own or others.
+    progress_guard guard(iface);
     if (__builtin_expect(iface->stash_rx_count + iface->stash_tx_count > 0, 0)) {
         count += handle_stash(iface);
     }
@@ -168,6 +160,35 @@ unsigned progress(uct_iface_h uct_iface)
         count += iface->conn.progress();
     }
     return count;
+}
+
+// ---------------------------------------------------------------- device events
+
+/// Ask the device for an SRQ-limit event when fewer than a quarter of the
+/// receive buffers are left: a burst that arrives faster than progress
+/// polls is then caught up with at once (handle_event), before senders
+/// meet receiver-not-ready.
+void arm_srq_limit(rc_iface *iface)
+{
+    ibv_srq_attr attr = {};
+    attr.srq_limit    = std::max(1u, iface->super.settings.rx_queue_len / 4);
+    int ret           = ibv_modify_srq(iface->srq, &attr, IBV_SRQ_LIMIT);
+    if (ret != 0) {
+        ucs_debug("%s: rc_zv: cannot arm the SRQ limit: %s",
+                  iface->super.md->dev.name().c_str(), strerror(ret));
+    }
+}
+
+/// The SRQ ran low: handle every receive completion already there, post
+/// what they free, and arm the limit again.
+void refill_srq(rc_iface *iface)
+{
+    ++iface->srq_limit_events;
+    unsigned rounds = iface->super.settings.rx_queue_len / rx_poll_batch + 1;
+    while ((rounds-- > 0) && (poll_rx(iface) == rx_poll_batch)) {
+    }
+    post_rx(iface, iface->super.settings.rx_queue_len - iface->rx_posted);
+    arm_srq_limit(iface);
 }
 
 // ---------------------------------------------------------------- iface ops
@@ -223,7 +244,7 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
     const rc_settings &s  = iface->settings;
     const size_t seg      = s.seg_size;
     const size_t max_msg  = iface->super.port->attr.max_msg_sz;
-    const size_t iov_max  = 4;
+    const size_t iov_max  = 4;                // SGEs of a send WR (qp.h)
 
     iface::query_common(&iface->super, attr);
     attr->iface_addr_len = sizeof(iface_addr);
@@ -246,7 +267,7 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
     attr->cap.am.min_zcopy       = 0;
     attr->cap.am.max_zcopy       = seg;
     attr->cap.am.max_hdr         = am_zcopy_max_hdr;
-    attr->cap.am.max_iov         = iov_max - 1;
+    attr->cap.am.max_iov         = am_zcopy_max_iov;
     attr->cap.am.opt_zcopy_align = 512;
     attr->cap.am.align_mtu       = iface->super.port->mtu_bytes;
 
@@ -489,6 +510,7 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
         ucs_error("%s: could not post any receive buffer", name);
         return UCS_ERR_NO_MEMORY;
     }
+    arm_srq_limit(iface);
     if (iface->rx_posted < s.common.rx_queue_len) {
         ucs_warn("%s: rc_zv: %u of UCX_RC_ZV_RX_QUEUE_LEN=%u receive buffers posted", name,
                  iface->rx_posted, s.common.rx_queue_len);
@@ -497,6 +519,47 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
 }
 
 } // namespace
+
+void handle_event(iface::zv_iface *base, const verbs::async_event &ev)
+{
+    rc_iface *iface = reinterpret_cast<rc_iface *>(base);
+    progress_guard guard(iface); // error callbacks may destroy endpoints
+    switch (ev.what) {
+    case verbs::async_event::kind::srq_limit:
+        if (ev.srq == iface->srq) {
+            refill_srq(iface);
+        }
+        break;
+    case verbs::async_event::kind::qp_fatal:
+        for (rc_ep *ep : iface->slots) {
+            if ((ep != nullptr) && !ep->destroyed && (ep->st != rc_ep::state::failed) &&
+                (ep->qp != nullptr) && (ep->qp->qp_num == ev.qp_num)) {
+                char why[64];
+                snprintf(why, sizeof(why), "rc_zv qp 0x%x: fatal error", ev.qp_num);
+                ep_fail(ep, UCS_ERR_IO_ERROR, why);
+                break;
+            }
+        }
+        break;
+    case verbs::async_event::kind::device_fatal:
+        iface->super.device_lost = true;
+        // By index: an error callback may destroy endpoints (they stay
+        // allocated until the guard ends, marked destroyed).
+        for (size_t i = 0; i < iface->slots.size(); ++i) {
+            rc_ep *ep = iface->slots[i];
+            if ((ep != nullptr) && !ep->destroyed && (ep->st != rc_ep::state::failed)) {
+                if (ep->st == rc_ep::state::connecting) {
+                    iface->conn.stop(ep->conn_id);
+                    iface->connecting.erase(ep->conn_id);
+                }
+                ep_fail(ep, UCS_ERR_IO_ERROR, "rc_zv: the device is lost");
+            }
+        }
+        break;
+    default:
+        break; // port events: endpoints fail by their own timeouts, if at all
+    }
+}
 
 tx_op *op_get(rc_iface *iface)
 {
@@ -563,6 +626,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
                                         iface->max_inline);
     cost.state_bytes = sizeof(rc_ep);
     iface::set_auto_max_eps(&iface->super, cost, "rc_zv");
+    iface::watch_events(&iface->super, handle_event);
     ucs_debug("%s:%u: rc_zv iface %p: srq %u buffers of %u bytes, max inline %u, "
               "connection qp 0x%x", zmd->dev.name().c_str(), iface->super.port->port_num,
               iface, iface->rx_posted, settings.seg_size, iface->max_inline,

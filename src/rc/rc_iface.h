@@ -15,6 +15,11 @@ namespace zv::rc {
 
 struct rc_ep;
 
+/// am_zcopy's limits, as iface_query advertises them: the header is copied
+/// into a send buffer, which takes the first of the WR's four SGEs.
+constexpr unsigned am_zcopy_max_hdr = 128;
+constexpr unsigned am_zcopy_max_iov = 3;
+
 /// rc_zv settings (the glue fills them from UCX_RC_ZV_*).
 struct rc_settings {
     iface::iface_settings common;
@@ -60,6 +65,7 @@ struct rc_iface {
     iface::conn_manager     conn;
     uint64_t                next_conn_id = 1;
     unsigned                progress_count = 0;
+    unsigned long           srq_limit_events = 0; ///< SRQ ran low (refill_srq)
 
     // Endpoints by slot (the high half of every send wr_id).
     std::vector<rc_ep *>    slots;
@@ -70,7 +76,10 @@ struct rc_iface {
     /// failed): pending_add queues instead of answering BUSY, until a
     /// completion returns one. See tx_starve().
     bool                    tx_starved  = false;
-    bool                    in_completion = false;  ///< inside a completion callback
+    /// Inside progress (or an event batch): callbacks run from there may
+    /// destroy endpoints, which are then freed when it returns (see
+    /// ep_destroy() and progress_guard).
+    bool                    in_progress = false;
     unsigned                deferred_frees = 0;     ///< eps destroyed meanwhile
 
     // Completions polled by event_arm(), handled by the next progress.
@@ -103,6 +112,31 @@ void dispatch_pending(rc_iface *iface);
 /// return the buffers held by unsignaled sends do arrive.
 void tx_starve(rc_iface *iface);
 void free_deferred(rc_iface *iface);
+
+/// Marks the interface as in progress for its lifetime; on leaving the
+/// outermost one, frees the endpoints destroyed meanwhile.
+class progress_guard {
+public:
+    explicit progress_guard(rc_iface *iface) : m_iface(iface), m_outer(!iface->in_progress)
+    {
+        iface->in_progress = true;
+    }
+    ~progress_guard()
+    {
+        if (m_outer) {
+            m_iface->in_progress = false;
+            if (__builtin_expect(m_iface->deferred_frees > 0, 0)) {
+                free_deferred(m_iface);
+            }
+        }
+    }
+    progress_guard(const progress_guard &)            = delete;
+    progress_guard &operator=(const progress_guard &) = delete;
+
+private:
+    rc_iface *m_iface;
+    bool      m_outer;
+};
 
 } // namespace zv::rc
 

@@ -114,7 +114,7 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
                                             to_remote(ep->peer), peer_qpn,
                                             passive_access, verbs::rc_timing{});
     if (status != UCS_OK) {
-        ep_fail(ep, status);
+        ep_fail(ep, status, "cannot connect the endpoint's qp");
         return;
     }
     ep->st        = ud_ep::state::connected;
@@ -130,7 +130,7 @@ void connection_timed_out(void *arg, uint64_t conn_id)
 {
     ud_ep *ep = static_cast<ud_iface *>(arg)->eps.find(conn_id);
     if (ep != nullptr) {
-        ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+        ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT, "no answer from the peer's interface");
     }
 }
 
@@ -146,7 +146,7 @@ ucs_status_t uc_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     ud_iface *iface = ep->iface;
     status          = create_uc_qp(iface, &ep->qp);
     if (status != UCS_OK) {
-        delete ep;
+        ep_discard(ep);
         return status;
     }
     ep_register(ep);

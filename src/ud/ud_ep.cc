@@ -84,15 +84,6 @@ void send_desc(ud_ep *ep, tx_desc *d, size_t len)
     (void)post_desc(ep->iface, ep, d);
 }
 
-/// Bytes in an iov list.
-inline size_t iov_total(const uct_iov_t *iov, size_t iovcnt)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * std::max<unsigned>(iov[i].count, 1);
-    }
-    return total;
-}
 
 /// Zero-copy: the user's registered memory becomes the packet's next sges.
 /// False if an entry has no memory handle.
@@ -161,7 +152,7 @@ ucs_status_t ep_am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    size_t total = iov_total(iov, iovcnt);
+    size_t total = iface::iov_total(iov, iovcnt);
     if (__builtin_expect(total > ep->iface->max_payload, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -220,7 +211,7 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
                          (iovcnt > max_sge - 1), 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    size_t total = header_length + iov_total(iov, iovcnt);
+    size_t total = header_length + iface::iov_total(iov, iovcnt);
     if (__builtin_expect(total > iface->max_payload, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -316,7 +307,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
     if (__builtin_expect(iovcnt > max_sge, 0)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    size_t total = iov_total(iov, iovcnt);
+    size_t total = iface::iov_total(iov, iovcnt);
     tx_desc *d = put_desc(ep, total, 0, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
         return (total > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
@@ -450,14 +441,12 @@ bool ep_dispatch_pending(ud_ep *ep)
     });
 }
 
-void ep_fail(ud_ep *ep, ucs_status_t status)
+void ep_fail(ud_ep *ep, ucs_status_t status, const char *why)
 {
     if (ep->st == ud_ep::state::failed) {
         return;
     }
     ud_iface *iface = ep->iface;
-    ucs_debug("ud_zv: endpoint %p to qp 0x%x failed: %s (no acknowledgement "
-              "for the peer timeout)", ep, ep->peer_qpn, ucs_status_string(status));
     ep->st          = ud_ep::state::failed;
     ep->error       = status;
     ep->resend_next = nullptr;
@@ -470,7 +459,10 @@ void ep_fail(ud_ep *ep, ucs_status_t status)
         }
     });
     ep_check_flushed(ep);
-    (void)uct_iface_handle_ep_err(&iface->super.super.super, &ep->super.super, status);
+    char what[160];
+    snprintf(what, sizeof(what), "%s endpoint %p to qp 0x%x: %s", iface->uc ? "uc_zv" : "ud_zv",
+             static_cast<void *>(ep), ep->peer_qpn, why);
+    iface::report_ep_failure(&iface->super, &ep->super.super, status, what);
 }
 
 void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
@@ -541,12 +533,12 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     ud_iface *iface = ep->iface;
     status = ah_for(iface, ep->peer, &ep->ah);
     if (status != UCS_OK) {
-        delete ep;
+        ep_discard(ep);
         return status;
     }
     tx_desc *d = desc_get(ep, ud_hdr::creq, sizeof(creq_body));
     if (d == nullptr) {
-        delete ep;
+        ep_discard(ep);
         return UCS_ERR_NO_MEMORY;
     }
     ep_register(ep);
@@ -590,6 +582,11 @@ ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p)
         ucs_error("%s: too many endpoints on one interface (%u)", tl, id_index_mask);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
+    if (iface->super.device_lost) {
+        ucs_error("%s: %s is lost (device fatal event): no new endpoints", tl,
+                  iface->super.md->dev.name().c_str());
+        return UCS_ERR_IO_ERROR;
+    }
     auto *ep = new (std::nothrow) ud_ep{};
     if (ep == nullptr) {
         return UCS_ERR_NO_MEMORY;
@@ -613,6 +610,12 @@ ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p)
 void ep_register(ud_ep *ep)
 {
     ep->id = ep->iface->eps.add(ep);
+}
+
+void ep_discard(ud_ep *ep)
+{
+    ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
+    ep_free(ep);
 }
 
 void ep_free(ud_ep *ep)
@@ -643,6 +646,7 @@ void ep_destroy(uct_ep_h uct_ep)
 void ep_release(ud_ep *ep)
 {
     ud_iface *iface = ep->iface;
+    ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
     ep->pending.purge(nullptr, nullptr);
     ep->flush_waiters.clear();
     ep->resend_next = nullptr;

@@ -46,6 +46,8 @@ void fill_put_ops(uct_iface_ops_t *ops);
 [[nodiscard]] ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p);
 /// Give the endpoint its id (table slot + generation).
 void ep_register(ud_ep *ep);
+/// Undo ep_new() for an endpoint that was never registered (create failed).
+void ep_discard(ud_ep *ep);
 /// Second half of destroying an endpoint: drop its work, unlink it, free
 /// its id, and free it now or once its last send completes.
 void ep_release(ud_ep *ep);
@@ -55,8 +57,10 @@ void ep_release(ud_ep *ep);
 unsigned resend_continue(ud_ep *ep);
 /// Start a go-back-N retransmission from the oldest unacked packet.
 void resend_all(ud_ep *ep);
-/// The peer stopped answering: fail outstanding work, report once.
-void ep_fail(ud_ep *ep, ucs_status_t status);
+/// Fail outstanding work and report once; 'why' says what happened.
+void ep_fail(ud_ep *ep, ucs_status_t status, const char *why);
+/// The device's asynchronous events, as ud_zv and uc_zv act on them.
+void handle_event(iface::zv_iface *base, const verbs::async_event &ev);
 /// Everything sent so far was released: complete flush waiters.
 void ep_check_flushed(ud_ep *ep);
 /// Try to send queued requests; false if the endpoint still has some.

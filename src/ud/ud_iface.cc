@@ -720,7 +720,7 @@ unsigned check_timers(ud_iface *iface, ucs_time_t now)
     for (uint32_t id : failed) {
         ud_ep *ep = iface->eps.find(id);
         if (ep != nullptr) {
-            ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+            ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT, "no acknowledgement within the peer timeout");
         }
     }
     if (iface->owe_conns != nullptr) {
@@ -781,6 +781,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
               iface->super.port->port_num, settings.uc ? "uc_zv" : "ud_zv", iface,
               settings.uc ? iface->conn.ud_qpn() : iface->qp->qp_num, iface->rx_posted,
               iface->max_payload, iface->max_inline, settings.rel.window);
+    iface::watch_events(&iface->super, handle_event);
     *iface_p = &iface->super.super.super;
     return UCS_OK;
 }

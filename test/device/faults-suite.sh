@@ -10,6 +10,14 @@
 #  - peer death: one rank killed with SIGKILL in the middle of 4 MiB
 #    transfers; mpirun must end the job with an error within
 #    ZV_KILL_LIMIT seconds (default 60) and leave no rank behind;
+#  - a port that goes down and comes back: the link under the device
+#    (rxe's netdev) down for ZV_FLAP_DOWN seconds (default 6) in the middle
+#    of a 64 KiB ping-pong, then up; rc_verbs (with ud_verbs) first, in the
+#    same conditions. The job must end within ZV_FLAP_LIMIT seconds
+#    (default 120) of the port's return, with success or a clear error,
+#    never hang; then a new job over the transport must connect and run.
+#    Only in the project's VM (hostname zverbs-vm*), or with ZV_PORT_FLAP=1:
+#    it takes the host's network interface down;
 #  - with ZV_MR_TABLE=1 (not in CI: filling rxe's 524287 regions takes
 #    minutes and ~2.5 GB of kernel memory, so the VM needs --mem 4G): the
 #    device's memory-region table full but for ZV_MR_FREE (64) entries,
@@ -134,6 +142,64 @@ for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
         bash -c "[[ '$fs_rc' =~ ^[0-9]+\$ ]] && test '$fs_rc' != 0"
     check "rank killed mid-transfer over $fs_tl: no rank left behind" test -z "$fs_left"
 done
+
+# ---- a port that goes down and comes back (see the header)
+fs_flap=${ZV_PORT_FLAP:-auto}
+fs_netdev=$(rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+if [ "$fs_flap" = auto ]; then
+    case $(hostname) in zverbs-vm*) fs_flap=1 ;; *) fs_flap=0 ;; esac
+fi
+if [ "$fs_flap" = 1 ] && [ -n "$fs_netdev" ]; then
+    fs_down=${ZV_FLAP_DOWN:-6} fs_flimit=${ZV_FLAP_LIMIT:-120}
+    # fs_port_active: wait (up to 60 s) until the device's port 1 is active again
+    fs_port_active() {
+        for _ in $(seq 120); do
+            ibv_devinfo -d "$dev" | grep -q 'state:.*PORT_ACTIVE' && return 0
+            sleep 0.5
+        done
+        return 1
+    }
+    for fs_tl in rc_verbs ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
+        [ "$fs_tl" = rc_verbs ] || grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
+        fs_run=$fs_tl
+        [ "$fs_tl" != rc_verbs ] || fs_run=rc_verbs,ud_verbs
+        ms_run "$fs_run" 2 "$b/mpi-tests/zv_osu" -t lat -s 65536 -S 65536 -i 1000000 -q \
+            > "$ms_dir/flap" 2>&1 &
+        fs_mp=$!
+        sleep 5                   # into the ping-pong
+        fs_d=$(date +%s.%N)
+        ip link set "$fs_netdev" down
+        sleep "$fs_down"
+        ip link set "$fs_netdev" up
+        fs_u=$(date +%s.%N)
+        for _ in $(seq $((fs_flimit * 10))); do kill -0 $fs_mp 2>/dev/null || break; sleep 0.1; done
+        if kill -0 $fs_mp 2>/dev/null; then
+            fs_rc=hang; kill -9 $fs_mp 2>/dev/null; pkill -9 -x zv_osu
+        else
+            wait $fs_mp; fs_rc=$?
+        fi
+        fs_e=$(date +%s.%N)
+        fs_port_active; fs_active=$?
+        fs_why=$(grep -m 1 -E "rxe[0-9]*: (rc|ud|uc)_zv|Fatal:|UCX +ERROR" "$ms_dir/flap" |
+                 sed 's/^.*\] *//; s/^ *//' | cut -c1-150)
+        echo "  $fs_tl: port down ${fs_down} s: exit $fs_rc," \
+             "$(echo "$fs_e $fs_d $fs_u" | awk '{printf "%.1f s after it went down, %.1f s after it came back", $1 - $2, $1 - $3}')"
+        echo "    ${fs_why:-(no error printed)}"
+        ms_run "$fs_run" 2 "$b/mpi-tests/zv_osu" -t lat -s 1 -S 65536 -i 200 > "$ms_dir/flap-after" 2>&1
+        fs_arc=$?
+        echo "    then a new job: exit $fs_arc, $(grep -E '^65536 ' "$ms_dir/flap-after")"
+        [ "$fs_tl" != rc_verbs ] || continue   # the peer: printed beside, not judged
+        check "port down ${fs_down} s under a ping-pong over $fs_tl: the job ends within $fs_flimit s of the port's return" \
+            bash -c "[[ '$fs_rc' =~ ^[0-9]+\$ ]]"
+        check "port down ${fs_down} s over $fs_tl: success with data intact, or a clear error naming the transport" \
+            bash -c "[ '$fs_rc' = 0 ] && grep -qE '^65536 .* 0\$' '$ms_dir/flap' ||
+                     grep -qE 'rxe[0-9]*: $fs_tl' '$ms_dir/flap'"
+        check "port back over $fs_tl: the port is active and a new job connects, data intact" \
+            bash -c "[ $fs_active = 0 ] && [ $fs_arc = 0 ]"
+    done
+else
+    echo "  port down and up: not run (ZV_PORT_FLAP=$fs_flap${fs_netdev:+, netdev $fs_netdev}; only in the project's VM by default)"
+fi
 
 # ---- a full memory-region table (ZV_MR_TABLE=1): another process holds
 # all of it but ZV_MR_FREE entries while each transport moves fresh buffers
