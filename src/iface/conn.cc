@@ -92,6 +92,9 @@ ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
 
 void conn_manager::post_recv(unsigned index)
 {
+    if (m_broken) {
+        return; // all of them again after the reset
+    }
     ibv_sge sge  = {};
     sge.addr     = reinterpret_cast<uintptr_t>(m_rx_mem + index * rx_size);
     sge.length   = rx_size;
@@ -104,7 +107,36 @@ void conn_manager::post_recv(unsigned index)
     int ret = ibv_post_recv(m_qp, &wr, &bad);
     if (ret != 0) {
         ucs_error("qp 0x%x: ibv_post_recv() failed: %s", m_qp->qp_num, strerror(ret));
+        return;
     }
+    ++m_rx_posted;
+}
+
+void conn_manager::note_error(const ibv_wc &wc)
+{
+    if (!m_broken && verbs::qp_in_error(m_qp)) {
+        m_broken = true;
+        ucs_diag("%s: connection qp 0x%x entered the error state (%s): reset once its "
+                 "work has flushed", m_iface->md->dev.name().c_str(), m_qp->qp_num,
+                 ibv_wc_status_str(wc.status));
+    }
+}
+
+void conn_manager::recover()
+{
+    if ((m_tx_outstanding > 0) || (m_rx_posted > 0)) {
+        return; // flushes still to come
+    }
+    if (verbs::reset_ud_qp(m_qp, *m_iface->port, qkey) != UCS_OK) {
+        return; // tried again on the next progress
+    }
+    m_broken = false;
+    ++m_resets;
+    for (unsigned i = 0; i < rx_count; ++i) {
+        post_recv(i);
+    }
+    ucs_diag("%s: connection qp 0x%x reset: connecting again",
+             m_iface->md->dev.name().c_str(), m_qp->qp_num);
 }
 
 conn_msg conn_manager::make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn) const
@@ -147,13 +179,7 @@ void conn_manager::poll_send()
     // Only called when the send queue is nearly full: drain completions.
     ibv_wc wc[16];
     int n = ibv_poll_cq(m_cq, 16, wc);
-    for (int i = 0; i < n; ++i) {
-        if (wc[i].wr_id == send_wr_id) {
-            --m_tx_outstanding;
-        } else {
-            (void)handle_wcs(&wc[i], 1);
-        }
-    }
+    (void)handle_wcs(wc, n);
 }
 
 ucs_status_t conn_manager::send(const device_addr &peer, uint32_t peer_ud_qpn,
@@ -163,6 +189,9 @@ ucs_status_t conn_manager::send(const device_addr &peer, uint32_t peer_ud_qpn,
     ucs_status_t status = ah_for(peer, &ah);
     if (status != UCS_OK) {
         return status;
+    }
+    if (m_broken) {
+        return UCS_ERR_NO_RESOURCE; // retried by the timer once reset
     }
     if (m_tx_outstanding >= 60) {
         poll_send();
@@ -317,6 +346,9 @@ unsigned conn_manager::progress()
     }
     int n = ibv_poll_cq(m_cq, 16, wc);
     count += handle_wcs(wc, n);
+    if (__builtin_expect(m_broken, 0)) {
+        recover();
+    }
     count += check_timers();
     return count;
 }
@@ -327,8 +359,12 @@ unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
     for (int i = 0; i < n; ++i) {
         if (wc[i].wr_id == send_wr_id) {
             --m_tx_outstanding;
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                note_error(wc[i]);
+            }
             continue;
         }
+        --m_rx_posted;
         unsigned index = static_cast<unsigned>(wc[i].wr_id);
         conn_msg msg;
         const char *grh = m_rx_mem + index * rx_size;
@@ -347,6 +383,7 @@ unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
         } else {
             ucs_debug("qp 0x%x: connection receive failed: %s", m_qp->qp_num,
                       ibv_wc_status_str(wc[i].status));
+            note_error(wc[i]);
         }
         post_recv(index);
     }

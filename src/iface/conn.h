@@ -109,6 +109,8 @@ public:
     /// name, and connection requests refused by the per-peer limit.
     uint64_t spoofed() const { return m_spoofed; }
     uint64_t refused() const { return m_refused; }
+    /// Times the connection QP was reset after entering the error state.
+    uint64_t resets() const { return m_resets; }
 
 private:
     using clock = std::chrono::steady_clock;
@@ -135,6 +137,10 @@ private:
     conn_msg make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn) const;
     void poll_send();
     unsigned handle_wcs(const ibv_wc *wc, int n);
+    /// A completion failed: if the QP is in the error state, stop posting
+    /// until everything flushed, then reset it (recover()).
+    void note_error(const ibv_wc &wc);
+    void recover();
     unsigned check_timers();
 
     static constexpr unsigned rx_count  = 64;
@@ -150,6 +156,11 @@ private:
     char                              *m_rx_mem  = nullptr;
     ibv_mr                            *m_rx_mr   = nullptr;
     unsigned                           m_tx_outstanding = 0;
+    unsigned                           m_rx_posted = 0;
+    /// The UD QP is in the error state (a send failed while the port was
+    /// down): nothing is posted until it is reset.
+    bool                               m_broken = false;
+    uint64_t                           m_resets = 0;
     std::map<uint64_t, connecting>     m_connecting;
     std::map<passive_key, ibv_qp *>    m_passive;
     std::map<peer_key, unsigned>       m_per_peer;

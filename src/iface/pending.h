@@ -39,24 +39,26 @@ public:
     }
 
     /// Run queued requests while can_send() says there are resources, at
-    /// most 'budget' calls. A request that returns UCS_OK is done and
-    /// removed; UCS_INPROGRESS made progress and runs again; anything else
-    /// means "out of resources again" and stops. Returns true when empty.
+    /// most 'budget' calls. A request leaves the queue while its callback
+    /// runs (a purge from inside the callback reports only the others):
+    /// UCS_OK means done; UCS_INPROGRESS made progress, back to the head
+    /// and runs again; anything else means "out of resources again", back
+    /// to the head, and stops. Returns true when empty.
     template <class CanSend>
     bool dispatch(CanSend &&can_send, unsigned budget = 64)
     {
         while ((m_head != nullptr) && (budget-- > 0) && can_send()) {
             uct_pending_req_t *req = m_head;
-            ucs_status_t status    = req->func(req);
+            m_head                 = next(req);
+            if (m_head == nullptr) {
+                m_tail = nullptr;
+            }
+            ucs_status_t status = req->func(req);
             if (status == UCS_OK) {
-                // The callback may have purged the queue (endpoint error).
-                if (m_head == req) {
-                    m_head = next(req);
-                    if (m_head == nullptr) {
-                        m_tail = nullptr;
-                    }
-                }
-            } else if (status != UCS_INPROGRESS) {
+                continue;
+            }
+            push_front(req);
+            if (status != UCS_INPROGRESS) {
                 break;
             }
         }
@@ -64,6 +66,15 @@ public:
     }
 
 private:
+    void push_front(uct_pending_req_t *req)
+    {
+        next(req) = m_head;
+        m_head    = req;
+        if (m_tail == nullptr) {
+            m_tail = req;
+        }
+    }
+
     static uct_pending_req_t *&next(uct_pending_req_t *req)
     {
         return *reinterpret_cast<uct_pending_req_t **>(req->priv);

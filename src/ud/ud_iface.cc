@@ -36,6 +36,9 @@ void post_rx(ud_iface *iface, unsigned count)
 {
     ibv_recv_wr wrs[64];
     ibv_sge     sges[64];
+    if (__builtin_expect(iface->qp_broken, 0)) {
+        return; // all of them once the QP is reset
+    }
     while (count > 0) {
         unsigned n = iface->rx_pool.fill_recv_wrs(wrs, sges, std::min(count, 64u));
         if (n == 0) {
@@ -280,6 +283,45 @@ void send_acks(ud_iface *iface, ucs_time_t now)
     }
 }
 
+/// A work request failed. ud_zv: if the interface's QP is in the error
+/// state, stop posting until recover_qp(). uc_zv: the endpoint whose QP it
+/// is fails (a UC QP is not reset under a live peer connection).
+void note_qp_error(ud_iface *iface, const ibv_wc &wc)
+{
+    if (iface->uc) {
+        auto it = iface->ep_by_qp.find(wc.qp_num);
+        if ((it != iface->ep_by_qp.end()) && (it->second->st != ud_ep::state::failed)) {
+            char why[96];
+            snprintf(why, sizeof(why), "send completion with error: %s",
+                     ibv_wc_status_str(wc.status));
+            ep_fail(it->second, UCS_ERR_IO_ERROR, why);
+        }
+        return;
+    }
+    if (!iface->qp_broken && verbs::qp_in_error(iface->qp)) {
+        iface->qp_broken = true;
+        ucs_diag("%s: ud_zv qp 0x%x entered the error state (%s): reset once its work "
+                 "has flushed", iface->super.md->dev.name().c_str(), iface->qp->qp_num,
+                 ibv_wc_status_str(wc.status));
+    }
+}
+
+/// Every work request of the broken QP has flushed: reset it, keeping its
+/// number, and post the receive buffers again.
+void recover_qp(ud_iface *iface)
+{
+    if ((iface->tx_outstanding > 0) || (iface->rx_posted > 0) ||
+        (verbs::reset_ud_qp(iface->qp, *iface->super.port, qkey) != UCS_OK)) {
+        return; // next progress
+    }
+    iface->qp_broken = false;
+    ++iface->qp_resets;
+    post_rx(iface, iface->super.settings.rx_queue_len);
+    ucs_diag("%s: ud_zv qp 0x%x reset: %u receive buffers posted, unacknowledged "
+             "packets are resent", iface->super.md->dev.name().c_str(), iface->qp->qp_num,
+             iface->rx_posted);
+}
+
 unsigned poll_rx(ud_iface *iface)
 {
     ibv_wc wc[rx_poll_batch];
@@ -293,6 +335,7 @@ unsigned poll_rx(ud_iface *iface)
                           ibv_wc_status_str(wc[i].status));
             }
             iface::buffer_pool::put(b);
+            note_qp_error(iface, wc[i]);
             continue;
         }
         receive_one(iface, b, wc[i]);
@@ -319,11 +362,14 @@ unsigned poll_tx(ud_iface *iface)
     int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
     for (int i = 0; i < n; ++i) {
         --iface->tx_outstanding;
-        if (__builtin_expect((wc[i].status != IBV_WC_SUCCESS) &&
-                             (wc[i].status != IBV_WC_WR_FLUSH_ERR), 0)) {
-            // A datagram that did not leave is like one lost on the wire.
-            ucs_debug("qp 0x%x: send completion error: %s", iface->qp->qp_num,
-                      ibv_wc_status_str(wc[i].status));
+        if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
+            // A datagram that did not leave is like one lost on the wire;
+            // a QP in the error state is reset (ud) or fails its endpoint (uc).
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+                ucs_debug("qp 0x%x: send completion error: %s", wc[i].qp_num,
+                          ibv_wc_status_str(wc[i].status));
+            }
+            note_qp_error(iface, wc[i]);
         }
         if (wc[i].wr_id & wr_id_ctl) {
             // A control packet: its buffer (none when it went inline) is free.
@@ -359,6 +405,9 @@ unsigned progress(uct_iface_h uct_iface)
     }
     if (iface->pending_eps != nullptr) {
         dispatch_pending(iface);
+    }
+    if (__builtin_expect(iface->qp_broken, 0)) {
+        recover_qp(iface);
     }
     iface->in_progress = false;
     if (__builtin_expect(!iface->graveyard.empty(), 0)) {

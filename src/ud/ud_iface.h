@@ -263,6 +263,11 @@ struct ud_iface {
     rx_conn                 *owe_conns   = nullptr; ///< conns owing an ack
     std::vector<ud_ep *>     graveyard;  ///< destroyed eps with sends still posted
     bool                     in_progress = false; ///< inside progress(): defer frees
+    /// ud_zv: the interface's QP entered the error state (a send failed
+    /// locally, as on Soft-RoCE while the link is down). Nothing is posted
+    /// until every work request has flushed; then it is reset, keeping its
+    /// number, and the reliability protocol resends what was lost.
+    bool                     qp_broken = false;
     unsigned                 progress_count = 0;
     ucs_time_t               next_timer  = 0;
     ucs_time_t               timer_tick  = 0;
@@ -273,7 +278,8 @@ struct ud_iface {
 
     // Statistics (debug log at close; tests read them).
     uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0, rx_puts = 0,
-                             tx_put_zcopy = 0, spoofed_rx = 0, refused_conns = 0;
+                             tx_put_zcopy = 0, spoofed_rx = 0, refused_conns = 0,
+                             qp_resets = 0;
 };
 
 inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(iface); }

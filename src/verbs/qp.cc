@@ -114,26 +114,11 @@ ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &re
     return UCS_OK;
 }
 
-ucs_status_t create_ud_qp(const device &dev, const port_info &port, ibv_cq *send_cq,
-                          ibv_cq *recv_cq, unsigned max_send_wr, unsigned max_recv_wr,
-                          unsigned max_inline, uint32_t qkey, ibv_qp **qp_p,
-                          unsigned max_send_sge)
-{
-    ibv_qp_init_attr init = {};
-    init.qp_type          = IBV_QPT_UD;
-    init.send_cq          = send_cq;
-    init.recv_cq          = recv_cq;
-    init.cap.max_send_wr  = max_send_wr;
-    init.cap.max_recv_wr  = max_recv_wr;
-    init.cap.max_send_sge = max_send_sge;
-    init.cap.max_recv_sge = 1;
-    init.cap.max_inline_data = max_inline;
-    ibv_qp *qp = ibv_create_qp(dev.pd(), &init);
-    if (qp == nullptr) {
-        ucs_error("%s: ibv_create_qp(UD) failed: %m", dev.name().c_str());
-        return status_from_errno(errno);
-    }
+namespace {
 
+/// RESET -> INIT -> RTR -> RTS for a UD QP.
+ucs_status_t bring_up_ud(ibv_qp *qp, const port_info &port, uint32_t qkey)
+{
     ibv_qp_attr a = {};
     a.qp_state    = IBV_QPS_INIT;
     a.pkey_index  = 0;
@@ -154,11 +139,59 @@ ucs_status_t create_ud_qp(const device &dev, const port_info &port, ibv_cq *send
     }
     if (ret != 0) {
         ucs_error("qp 0x%x: UD bring-up failed: %s", qp->qp_num, strerror(ret));
-        destroy_qp(qp);
         return status_from_errno(ret);
+    }
+    return UCS_OK;
+}
+
+} // namespace
+
+ucs_status_t create_ud_qp(const device &dev, const port_info &port, ibv_cq *send_cq,
+                          ibv_cq *recv_cq, unsigned max_send_wr, unsigned max_recv_wr,
+                          unsigned max_inline, uint32_t qkey, ibv_qp **qp_p,
+                          unsigned max_send_sge)
+{
+    ibv_qp_init_attr init = {};
+    init.qp_type          = IBV_QPT_UD;
+    init.send_cq          = send_cq;
+    init.recv_cq          = recv_cq;
+    init.cap.max_send_wr  = max_send_wr;
+    init.cap.max_recv_wr  = max_recv_wr;
+    init.cap.max_send_sge = max_send_sge;
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = max_inline;
+    ibv_qp *qp = ibv_create_qp(dev.pd(), &init);
+    if (qp == nullptr) {
+        ucs_error("%s: ibv_create_qp(UD) failed: %m", dev.name().c_str());
+        return status_from_errno(errno);
+    }
+
+    ucs_status_t status = bring_up_ud(qp, port, qkey);
+    if (status != UCS_OK) {
+        destroy_qp(qp);
+        return status;
     }
     *qp_p = qp;
     return UCS_OK;
+}
+
+bool qp_in_error(ibv_qp *qp)
+{
+    ibv_qp_attr a;
+    ibv_qp_init_attr init;
+    return (ibv_query_qp(qp, &a, IBV_QP_STATE, &init) == 0) && (a.qp_state == IBV_QPS_ERR);
+}
+
+ucs_status_t reset_ud_qp(ibv_qp *qp, const port_info &port, uint32_t qkey)
+{
+    ibv_qp_attr a = {};
+    a.qp_state    = IBV_QPS_RESET;
+    int ret       = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+    if (ret != 0) {
+        ucs_error("qp 0x%x: modify to RESET failed: %s", qp->qp_num, strerror(ret));
+        return status_from_errno(ret);
+    }
+    return bring_up_ud(qp, port, qkey);
 }
 
 ucs_status_t create_ah(const device &dev, const port_info &port,

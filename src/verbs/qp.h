@@ -54,6 +54,16 @@ struct rc_timing {
                                         unsigned max_inline, uint32_t qkey,
                                         ibv_qp **qp_p, unsigned max_send_sge = 1);
 
+/// Whether the QP is in the error state. A UD QP gets there when a send
+/// fails locally: on Soft-RoCE, a send while the link is down.
+[[nodiscard]] bool qp_in_error(ibv_qp *qp);
+
+/// Bring a UD QP in any state back to RTS (RESET, INIT, RTR, RTS), keeping
+/// its number, so peers reach it again at the same address. Call it once
+/// every work request posted to it has completed (an errored QP flushes
+/// them all): the reset drops what is still queued without completions.
+[[nodiscard]] ucs_status_t reset_ud_qp(ibv_qp *qp, const port_info &port, uint32_t qkey);
+
 /// Address handle towards a peer's port.
 [[nodiscard]] ucs_status_t create_ah(const device &dev, const port_info &port,
                                      const remote_port &remote, ibv_ah **ah_p);
