@@ -62,13 +62,16 @@ unsigned take_events(void *arg)
 
 /// Called in the async thread by the md's dispatcher (under its lock):
 /// schedule take_events() on the worker; the id cancels it at cleanup.
+/// Straight into the worker's callback queue, which has a lock of its own
+/// and runs its callbacks without it (as UCX's ib device dispatches its
+/// events): not through uct_worker_progress_register_safe(), which blocks
+/// the worker's async context, which UCP holds while it closes interfaces
+/// (cleanup() takes the dispatcher's lock: the two would deadlock).
 int schedule_events(void *arg)
 {
-    auto *iface           = static_cast<zv_iface *>(arg);
-    uct_worker_cb_id_t id = UCS_CALLBACKQ_ID_NULL;
-    uct_worker_progress_register_safe(&iface->super.worker->super, take_events, iface,
-                                      UCS_CALLBACKQ_FLAG_ONESHOT, &id);
-    return id;
+    auto *iface = static_cast<zv_iface *>(arg);
+    return ucs_callbackq_add_safe(&iface->super.worker->super.progress_q, take_events, iface,
+                                  UCS_CALLBACKQ_FLAG_ONESHOT);
 }
 
 } // namespace
@@ -82,8 +85,10 @@ void watch_events(zv_iface *iface, event_handler handler)
 void cleanup(zv_iface *iface)
 {
     if (iface->events_id >= 0) {
-        uct_worker_cb_id_t id = iface->md->events.remove(iface->events_id);
-        uct_worker_progress_unregister_safe(&iface->super.worker->super, &id);
+        int id = iface->md->events.remove(iface->events_id);
+        if (id != UCS_CALLBACKQ_ID_NULL) {
+            ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q, id);
+        }
         iface->events_id = -1;
     }
     ucs_class_call_cleanup_chain(&uct_base_iface_t_class, &iface->super, -1);

@@ -158,11 +158,12 @@ TEST_P(lifetime, pending_callback_purges_its_own_queue)
     EXPECT_EQ(1, first.calls);
 }
 
-TEST_P(lifetime, qp_in_error_fails_its_endpoint_and_only_it)
+/// rc_zv and uc_zv: one QP per endpoint (ud_zv's share the interface's).
+class own_qp : public lifetime {
+};
+
+TEST_P(own_qp, qp_in_error_fails_its_endpoint_and_only_it)
 {
-    if (is("ud_zv")) {
-        GTEST_SKIP() << "ud_zv's endpoints share the interface's QP";
-    }
     counter_sink sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
     uct_ep_h bad = connect(m_a, m_b), good = connect(m_a, m_b);
@@ -236,11 +237,8 @@ TEST_P(lifetime, am_zcopy_beyond_the_advertised_limits_is_refused)
 // UCX's async thread, through the worker's progress): a QP-fatal event
 // fails that endpoint only; a device-fatal event fails every endpoint of
 // every interface on the device, and new endpoints are refused.
-TEST_P(lifetime, qp_fatal_event_fails_that_endpoint_only)
+TEST_P(own_qp, qp_fatal_event_fails_that_endpoint_only)
 {
-    if (is("ud_zv")) {
-        GTEST_SKIP() << "ud_zv's endpoints share the interface's QP";
-    }
     counter_sink sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
     uct_ep_h bad = connect(m_a, m_b), good = connect(m_a, m_b);
@@ -281,6 +279,7 @@ TEST_P(lifetime, device_fatal_event_fails_every_endpoint_and_refuses_new_ones)
 }
 
 INSTANTIATE_TEST_SUITE_P(tl, lifetime, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, own_qp, ::testing::Values("rc_zv", "uc_zv"));
 
 // A burst that arrives while the receiver does not progress takes rc_zv's
 // SRQ below its armed limit (a quarter of RX_QUEUE_LEN): the device's

@@ -277,14 +277,31 @@ guest() {
     check "$ktl bandwidth run is moving data before the kill ($(since "$t") s after mpirun)" [ $flowing = 1 ]
     t=$(now)
     zv-wire kill b | sed 's/^/   /'
-    rc=0; wait $mp || rc=$?
-    local took
+    # The survivor rank (zv_osu here) must end in bounded time. mpirun
+    # itself may then wait for the lost node's daemon: Open MPI 4.1's
+    # runtime, once a rank has exited with an error, waits for every
+    # daemon to confirm the abort (rc_verbs with a finite retry count does
+    # the same; on rxe its default of 7 retries forever, so its rank never
+    # fails and the runtime's own loss detection ends the job first).
+    local took= gone=0
+    for _ in $(seq $((bound * 5))); do
+        pgrep -x zv_osu > /dev/null || { gone=1; break; }
+        sleep 0.2
+    done
     took=$(since "$t")
-    echo "   mpirun exit $rc, $took s after $peer was killed; its last words:"
-    grep -vE '^ *[0-9]+ +[0-9.]+ +[0-9]+$|^-+$|^$' "$tmp/kill" | tail -n 8 | cut -c1-200 | sed 's/^/   | /'
-    check "mpirun fails when $peer dies mid-transfer (exit $rc)" [ $rc != 0 -a $rc != 124 ]
-    check "the survivor gives up within $bound s (took $took s)" \
-        awk -v t="$took" -v b=$bound 'BEGIN { exit !(t < b) }'
+    for _ in $(seq 150); do kill -0 $mp 2>/dev/null || break; sleep 0.2; done
+    rc=0
+    if kill -0 $mp 2>/dev/null; then
+        rc=waiting; kill $mp 2>/dev/null; wait $mp
+    else
+        wait $mp || rc=$?
+    fi
+    echo "   survivor rank $([ $gone = 1 ] && echo "gone $took s" || echo "still there $took s") after $peer was killed;" \
+         "mpirun: $([ $rc = waiting ] && echo "still waiting for $peer's daemon 30 s later (killed)" || echo "exit $rc, $(since "$t") s"); its last words:"
+    grep -m 1 -E 'rxe[0-9]*: (rc|ud|uc)_zv|send completion with error' "$tmp/kill" | cut -c1-200 | sed 's/^/   | /'
+    grep -vE '^ *[0-9]+ +[0-9.]+ +[0-9]+$|^-+$|^$|\] *\[ *[0-9]+\] ' "$tmp/kill" | tail -n 6 | cut -c1-200 | sed 's/^/   | /'
+    check "the survivor rank ends within $bound s when $peer dies mid-transfer (took $took s)" [ $gone = 1 ]
+    check "mpirun does not report success (exit $rc)" [ "$rc" != 0 ]
     check "the survivor reports an error" grep -qiE 'error|lost|abort|failed|terminat' "$tmp/kill"
 
     echo "guest: $pass passed, $fail failed, $skip skipped [$(since "$g0") s]"
