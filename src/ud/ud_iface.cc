@@ -11,27 +11,6 @@
 
 namespace zv::ud {
 
-namespace {
-
-constexpr unsigned rx_poll_batch = 16;
-constexpr unsigned tx_poll_batch = 16;
-
-// ---------------------------------------------------------------- receive
-
-/// Where UCP's data starts in a receive buffer.
-inline char *am_data(const ud_iface *iface, iface::buffer *b)
-{
-    return b->data() + iface->rx_offset + sizeof(ud_hdr);
-}
-
-void release_rx(uct_recv_desc_t *self, void *desc)
-{
-    ud_iface *iface = static_cast<ud_iface *>(
-            reinterpret_cast<iface::release_desc *>(self)->owner);
-    char *data = static_cast<char *>(desc) + iface->rx_headroom;
-    iface::buffer_pool::put(iface->rx_pool.from_data(data - iface->rx_offset - sizeof(ud_hdr)));
-}
-
 void post_rx(ud_iface *iface, unsigned count)
 {
     ibv_recv_wr wrs[64];
@@ -61,6 +40,28 @@ void post_rx(ud_iface *iface, unsigned count)
         count -= n;
     }
 }
+
+namespace {
+
+constexpr unsigned rx_poll_batch = 16;
+constexpr unsigned tx_poll_batch = 16;
+
+// ---------------------------------------------------------------- receive
+
+/// Where UCP's data starts in a receive buffer.
+inline char *am_data(const ud_iface *iface, iface::buffer *b)
+{
+    return b->data() + iface->rx_offset + sizeof(ud_hdr);
+}
+
+void release_rx(uct_recv_desc_t *self, void *desc)
+{
+    ud_iface *iface = static_cast<ud_iface *>(
+            reinterpret_cast<iface::release_desc *>(self)->owner);
+    char *data = static_cast<char *>(desc) + iface->rx_headroom;
+    iface::buffer_pool::put(iface->rx_pool.from_data(data - iface->rx_offset - sizeof(ud_hdr)));
+}
+
 
 rx_conn *conn_lookup(ud_iface *iface, uint32_t id, uint32_t src_qp)
 {
@@ -281,45 +282,6 @@ void send_acks(ud_iface *iface, ucs_time_t now)
         }
         p = &c->owe_next;
     }
-}
-
-/// A work request failed. ud_zv: if the interface's QP is in the error
-/// state, stop posting until recover_qp(). uc_zv: the endpoint whose QP it
-/// is fails (a UC QP is not reset under a live peer connection).
-void note_qp_error(ud_iface *iface, const ibv_wc &wc)
-{
-    if (iface->uc) {
-        auto it = iface->ep_by_qp.find(wc.qp_num);
-        if ((it != iface->ep_by_qp.end()) && (it->second->st != ud_ep::state::failed)) {
-            char why[96];
-            snprintf(why, sizeof(why), "send completion with error: %s",
-                     ibv_wc_status_str(wc.status));
-            ep_fail(it->second, UCS_ERR_IO_ERROR, why);
-        }
-        return;
-    }
-    if (!iface->qp_broken && verbs::qp_in_error(iface->qp)) {
-        iface->qp_broken = true;
-        ucs_diag("%s: ud_zv qp 0x%x entered the error state (%s): reset once its work "
-                 "has flushed", iface->super.md->dev.name().c_str(), iface->qp->qp_num,
-                 ibv_wc_status_str(wc.status));
-    }
-}
-
-/// Every work request of the broken QP has flushed: reset it, keeping its
-/// number, and post the receive buffers again.
-void recover_qp(ud_iface *iface)
-{
-    if ((iface->tx_outstanding > 0) || (iface->rx_posted > 0) ||
-        (verbs::reset_ud_qp(iface->qp, *iface->super.port, qkey) != UCS_OK)) {
-        return; // next progress
-    }
-    iface->qp_broken = false;
-    ++iface->qp_resets;
-    post_rx(iface, iface->super.settings.rx_queue_len);
-    ucs_diag("%s: ud_zv qp 0x%x reset: %u receive buffers posted, unacknowledged "
-             "packets are resent", iface->super.md->dev.name().c_str(), iface->qp->qp_num,
-             iface->rx_posted);
 }
 
 unsigned poll_rx(ud_iface *iface)

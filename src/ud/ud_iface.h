@@ -290,7 +290,14 @@ inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(
                                       const ud_settings &settings,
                                       uct_iface_h *iface_p);
 
-// Shared between ud_iface.cc and ud_ep.cc.
+// Shared between ud_iface.cc, ud_ep.cc and ud_events.cc.
+/// Post up to 'count' receive buffers (none while the QP is broken).
+void post_rx(ud_iface *iface, unsigned count);
+/// A work request failed: ud_zv marks a QP in the error state broken
+/// (recover_qp() resets it), uc_zv fails the endpoint whose QP it is.
+void note_qp_error(ud_iface *iface, const ibv_wc &wc);
+/// Reset a broken QP once every work request posted to it has flushed.
+void recover_qp(ud_iface *iface);
 ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d);
 /// Post a control packet (ACK, NAK, CREP, DISC) on 'qp' (ud: the iface QP
 /// with ah/qpn; uc: the connection's QP).

@@ -267,14 +267,8 @@ TEST_P(lifetime, device_fatal_event_fails_every_endpoint_and_refuses_new_ones)
     ASSERT_TRUE(wait_for([&] { return s_ep_errors == 2; }, 10)) << s_ep_errors << " of 2 failed";
     EXPECT_EQ(UCS_ERR_IO_ERROR, s_last_ep_error);
     EXPECT_TRUE(md::from_uct(m_md)->events.device_lost());
-    uct_ep_params_t params = {};
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    params.iface      = m_a.iface;
-    params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(m_b.dev_addr.data());
-    params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(m_b.iface_addr.data());
-    uct_ep_h ep = nullptr;
-    EXPECT_EQ(UCS_ERR_IO_ERROR, uct_ep_create(&params, &ep));
+    uct_ep_h ep;
+    EXPECT_EQ(UCS_ERR_IO_ERROR, try_create_ep(m_a, m_b, &ep));
     EXPECT_EQ(2u, s_ep_errors);
 }
 

@@ -162,7 +162,7 @@ uct_ep_h uct_test::connect(uct_side &from, uct_side &to)
     return ep;
 }
 
-uct_ep_h uct_test::create_ep(uct_side &from, uct_side &to)
+ucs_status_t uct_test::try_create_ep(uct_side &from, uct_side &to, uct_ep_h *ep_p)
 {
     uct_ep_params_t params = {};
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
@@ -170,8 +170,14 @@ uct_ep_h uct_test::create_ep(uct_side &from, uct_side &to)
     params.iface      = from.iface;
     params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(to.dev_addr.data());
     params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(to.iface_addr.data());
-    uct_ep_h ep = nullptr;
-    EXPECT_EQ(UCS_OK, uct_ep_create(&params, &ep));
+    *ep_p = nullptr;
+    return uct_ep_create(&params, ep_p);
+}
+
+uct_ep_h uct_test::create_ep(uct_side &from, uct_side &to)
+{
+    uct_ep_h ep;
+    EXPECT_EQ(UCS_OK, try_create_ep(from, to, &ep));
     return ep;
 }
 

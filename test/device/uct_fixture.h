@@ -41,6 +41,8 @@ protected:
     void close_side(uct_side &side);
     /// Create an endpoint of 'from' to 'to' (connect-to-iface), no waiting.
     uct_ep_h create_ep(uct_side &from, uct_side &to);
+    /// The same, returning uct_ep_create()'s status (no expectation).
+    ucs_status_t try_create_ep(uct_side &from, uct_side &to, uct_ep_h *ep_p);
     /// Connect an endpoint of 'from' to 'to' and wait until it can send.
     uct_ep_h connect(uct_side &from, uct_side &to);
     /// Progress both sides once.
