@@ -32,8 +32,8 @@ verbs::remote_port to_remote(const device_addr &a)
 
 conn_manager::~conn_manager()
 {
-    for (auto &p : m_passive) {
-        verbs::destroy_qp(p.second);
+    for (auto &c : m_channels) {
+        verbs::destroy_qp(c.second.qp);
     }
     verbs::destroy_qp(m_qp);
     for (auto &a : m_ahs) {
@@ -52,9 +52,11 @@ conn_manager::~conn_manager()
 
 ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
                                 const conn_callbacks &cb, double timeout_sec,
-                                ibv_comp_channel *channel, const char *limit_var)
+                                ibv_comp_channel *channel, const char *limit_var,
+                                bool share)
 {
     m_iface     = iface;
+    m_share     = share;
     m_limit_var = limit_var;
     m_transport = transport;
     m_cb        = cb;
@@ -139,7 +141,8 @@ void conn_manager::recover()
              m_iface->md->dev.name().c_str(), m_qp->qp_num);
 }
 
-conn_msg conn_manager::make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn) const
+conn_msg conn_manager::make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn,
+                                uint32_t peer_qpn) const
 {
     conn_msg msg  = {};
     msg.magic     = conn_msg::magic_value;
@@ -148,6 +151,7 @@ conn_msg conn_manager::make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn) co
     msg.conn_id   = conn_id;
     msg.qpn       = qpn;
     msg.ud_qpn    = m_qp->qp_num;
+    msg.peer_qpn  = peer_qpn;
     get_device_address(&m_iface->super.super,
                        reinterpret_cast<uct_device_addr_t *>(&msg.dev));
     return msg;
@@ -222,32 +226,209 @@ ucs_status_t conn_manager::send(const device_addr &peer, uint32_t peer_ud_qpn,
     return UCS_OK;
 }
 
-ucs_status_t conn_manager::start(uint64_t conn_id, const device_addr &peer,
-                                 uint32_t peer_ud_qpn, uint32_t local_qpn)
+void conn_manager::send_req(const channel &ch)
 {
-    auto now = clock::now();
-    connecting c;
-    c.peer        = peer;
-    c.peer_ud_qpn = peer_ud_qpn;
-    c.local_qpn   = local_qpn;
-    c.backoff     = std::chrono::milliseconds(100);
-    c.next_try    = now + c.backoff;
-    c.deadline    = now + m_timeout;
-    m_connecting[conn_id] = c;
-    // A failed first send is retried by the timer.
-    (void)send(peer, peer_ud_qpn, make_msg(conn_msg::req, conn_id, local_qpn));
+    // A failed send is retried by the timer.
+    (void)send(ch.peer, ch.peer_ud_qpn,
+               make_msg(conn_msg::req, ch.conn_id, ch.qp->qp_num, ch.remote_qpn));
+}
+
+void conn_manager::send_disc(const channel &ch)
+{
+    (void)send(ch.peer, ch.peer_ud_qpn,
+               make_msg(conn_msg::disc, 0, ch.qp->qp_num, ch.remote_qpn));
+}
+
+ibv_qp *conn_manager::claim(const device_addr &peer, uint32_t peer_ud_qpn)
+{
+    if (!m_share) {
+        return nullptr;
+    }
+    auto it = m_unused.find(peer_key(gid_key(peer), peer_ud_qpn));
+    if (it == m_unused.end()) {
+        return nullptr;
+    }
+    ibv_qp *qp = nullptr;
+    std::vector<uint32_t> dead;
+    for (auto q = it->second.begin(); (q != it->second.end()) && (qp == nullptr);) {
+        channel &ch = m_channels.at(*q);
+        if (verbs::qp_in_error(ch.qp)) {
+            dead.push_back(*q); // its peer is gone, or the port failed
+        } else {
+            ch.owned = true;
+            qp       = ch.qp;
+        }
+        q = it->second.erase(q);
+    }
+    if (it->second.empty()) {
+        m_unused.erase(it);
+    }
+    for (uint32_t q : dead) {
+        destroy(q);
+    }
+    return qp;
+}
+
+ucs_status_t conn_manager::start(uint64_t conn_id, const device_addr &peer,
+                                 uint32_t peer_ud_qpn, ibv_qp *qp)
+{
+    channel &ch = m_channels[qp->qp_num]; // a claimed QP is there already
+    if (ch.qp == nullptr) {
+        ch.peer        = peer;
+        ch.peer_ud_qpn = peer_ud_qpn;
+        ch.qp          = qp;
+        ch.owned       = true;
+    }
+    auto now      = clock::now();
+    ch.conn_id    = conn_id;
+    ch.connecting = true;
+    ch.backoff    = std::chrono::milliseconds(100);
+    ch.next_try   = now + ch.backoff;
+    ch.deadline   = now + m_timeout;
+    m_connecting[conn_id] = qp->qp_num;
+    send_req(ch);
     return UCS_OK;
 }
 
-void conn_manager::stop(uint64_t conn_id)
+void conn_manager::release(ibv_qp *qp)
 {
-    m_connecting.erase(conn_id);
+    if (qp == nullptr) {
+        return;
+    }
+    auto it = m_channels.find(qp->qp_num);
+    if ((it == m_channels.end()) || (it->second.qp != qp)) {
+        verbs::destroy_qp(qp); // never started
+        return;
+    }
+    channel &ch = it->second;
+    ch.owned    = false;
+    ch.released = true;
+    if (ch.remote_qpn == 0) {
+        if (!ch.connecting) {
+            destroy(qp->qp_num); // its connection failed: nothing at the peer uses it
+        }
+        return; // a fresh REQ is unanswered: closed once answered (finish)
+    }
+    if (ch.connecting) {
+        m_connecting.erase(ch.conn_id);
+        ch.connecting = false;
+    }
+    begin_close(ch);
 }
 
-void conn_manager::disconnect(uint64_t conn_id, const device_addr &peer,
-                              uint32_t peer_ud_qpn)
+void conn_manager::begin_close(channel &ch)
 {
-    (void)send(peer, peer_ud_qpn, make_msg(conn_msg::disc, conn_id, 0));
+    auto now    = clock::now();
+    ch.closing  = true;
+    ch.backoff  = std::chrono::milliseconds(100);
+    ch.next_try = now + ch.backoff;
+    ch.deadline = now + m_timeout;
+    m_closing.insert(ch.qp->qp_num);
+    ucs_debug("qp 0x%x: closing connected qp 0x%x (peer's 0x%x)", m_qp->qp_num,
+              ch.qp->qp_num, ch.remote_qpn);
+    send_disc(ch);
+}
+
+void conn_manager::destroy(uint32_t qpn)
+{
+    auto it = m_channels.find(qpn);
+    if (it == m_channels.end()) {
+        return;
+    }
+    channel &ch = it->second;
+    peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
+    if (ch.remote_qpn != 0) {
+        m_by_remote.erase(remote_key(pk.first, pk.second, ch.remote_qpn));
+    }
+    if (ch.connecting) {
+        m_connecting.erase(ch.conn_id);
+    }
+    m_closing.erase(qpn);
+    auto u = m_unused.find(pk);
+    if ((u != m_unused.end()) && (u->second.erase(qpn) > 0) && u->second.empty()) {
+        m_unused.erase(u);
+    }
+    if (ch.passive) {
+        auto p = m_per_peer.find(pk);
+        if ((p != m_per_peer.end()) && (--p->second == 0)) {
+            m_per_peer.erase(p);
+        }
+    }
+    ucs_debug("qp 0x%x: destroying connected qp 0x%x (peer's 0x%x at UD qp 0x%x)",
+              m_qp->qp_num, qpn, ch.remote_qpn, ch.peer_ud_qpn);
+    ibv_qp *qp = ch.qp;
+    m_channels.erase(it);
+    if (m_cb.released != nullptr) {
+        m_cb.released(m_cb.arg, qp);
+    }
+    verbs::destroy_qp(qp);
+}
+
+ucs_status_t conn_manager::connect(channel &ch, uint32_t remote_qpn)
+{
+    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp, to_remote(ch.peer), remote_qpn);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ch.remote_qpn = remote_qpn;
+    m_by_remote[remote_key(gid_key(ch.peer), ch.peer_ud_qpn, remote_qpn)] = ch.qp->qp_num;
+    return UCS_OK;
+}
+
+void conn_manager::finish(uint32_t qpn)
+{
+    channel &ch = m_channels.at(qpn);
+    uint64_t id = ch.conn_id;
+    m_connecting.erase(id);
+    ch.connecting = false;
+    if (!ch.owned) {
+        begin_close(ch); // its endpoint left while it was connecting
+        return;
+    }
+    m_cb.established(m_cb.arg, id, ch.remote_qpn);
+}
+
+void conn_manager::fail(uint32_t qpn, ucs_status_t status, const char *why)
+{
+    channel &ch = m_channels.at(qpn);
+    uint64_t id = ch.conn_id;
+    m_connecting.erase(id);
+    ch.connecting = false;
+    if (!ch.owned) {
+        destroy(qpn);
+        return;
+    }
+    m_cb.failed(m_cb.arg, id, status, why); // its endpoint releases the QP
+}
+
+conn_manager::channel *conn_manager::find(uint32_t qpn, const conn_msg &from)
+{
+    auto it = m_channels.find(qpn);
+    if ((it == m_channels.end()) || (it->second.peer_ud_qpn != from.ud_qpn) ||
+        (std::memcmp(it->second.peer.gid, from.dev.gid, sizeof(from.dev.gid)) != 0)) {
+        return nullptr;
+    }
+    return &it->second;
+}
+
+conn_manager::channel *conn_manager::fresh_connecting(const peer_key &peer)
+{
+    for (auto &c : m_connecting) { // by conn_id: the oldest first
+        channel &ch = m_channels.at(c.second);
+        if ((ch.remote_qpn == 0) && (ch.peer_ud_qpn == peer.second) &&
+            (gid_key(ch.peer) == peer.first)) {
+            return &ch;
+        }
+    }
+    return nullptr;
+}
+
+bool conn_manager::larger_than(const conn_msg &msg) const
+{
+    device_addr self;
+    get_device_address(&m_iface->super.super, reinterpret_cast<uct_device_addr_t *>(&self));
+    int cmp = std::memcmp(self.gid, msg.dev.gid, sizeof(self.gid));
+    return (cmp > 0) || ((cmp == 0) && (m_qp->qp_num > msg.ud_qpn));
 }
 
 /// A message is taken only from the interface it names: its UD QP sent it
@@ -260,66 +441,154 @@ bool conn_manager::from_sender(const ibv_wc &wc, const char *grh, const conn_msg
            (((wc.wc_flags & IBV_WC_GRH) == 0) || grh_source_matches(grh, msg.dev.gid));
 }
 
+void conn_manager::handle_req(const conn_msg &msg)
+{
+    const uint32_t their = msg.qpn & 0xffffff;
+    peer_key pk(gid_key(msg.dev), msg.ud_qpn);
+    if (msg.peer_qpn != 0) {
+        // The peer adopted the QP it connected to one of ours: confirm it.
+        channel *ch = find(msg.peer_qpn, msg);
+        if (ch == nullptr) {
+            ucs_debug("qp 0x%x: connection request for unknown qp 0x%x", m_qp->qp_num,
+                      msg.peer_qpn);
+            return; // the peer's endpoint times out
+        }
+        uint32_t q = ch->qp->qp_num;
+        if (ch->remote_qpn == 0) {
+            // Our own REP is still to come: this says the same.
+            if (!ch->connecting || (connect(*ch, their) != UCS_OK)) {
+                return;
+            }
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, q, 0));
+            finish(q);
+            return;
+        }
+        if (ch->remote_qpn == their) {
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, q, 0));
+        }
+        return;
+    }
+    auto r = m_by_remote.find(remote_key(pk.first, pk.second, their));
+    if (r != m_by_remote.end()) {
+        // A duplicate: answer again.
+        (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, r->second, 0));
+        return;
+    }
+    if (m_share) {
+        channel *mine = fresh_connecting(pk);
+        if ((mine != nullptr) && !larger_than(msg)) {
+            ucs_debug("qp 0x%x: crossing connection requests with UD qp 0x%x: the peer "
+                      "pairs them", m_qp->qp_num, msg.ud_qpn);
+            return; // answered once the peer answered ours
+        }
+        if ((mine != nullptr) && (connect(*mine, their) == UCS_OK)) {
+            uint32_t q = mine->qp->qp_num;
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, q, 0));
+            finish(q);
+            return;
+        }
+        // (Ours could not be connected: the peer gets a passive QP instead.)
+    }
+    unsigned &n = m_per_peer[pk];
+    if (n >= m_iface->settings.max_peer_conns) {
+        ++m_refused;
+        if (!m_warned) {
+            m_warned = true;
+            ucs_warn("qp 0x%x: peer interface (UD qp 0x%x) asks for more than "
+                     "%s=%u connections: refusing it (said once)",
+                     m_qp->qp_num, msg.ud_qpn, m_limit_var,
+                     m_iface->settings.max_peer_conns);
+        }
+        return; // the peer's endpoint times out (CONN_TIMEOUT)
+    }
+    ibv_qp *qp;
+    if (m_cb.accept(m_cb.arg, to_remote(msg.dev), their, &qp) != UCS_OK) {
+        if (n == 0) {
+            m_per_peer.erase(pk);
+        }
+        return; // logged by accept; the peer retries
+    }
+    ++n;
+    channel &ch    = m_channels[qp->qp_num];
+    ch.peer        = msg.dev;
+    ch.peer_ud_qpn = msg.ud_qpn;
+    ch.qp          = qp;
+    ch.remote_qpn  = their;
+    ch.passive     = true;
+    m_by_remote[remote_key(pk.first, pk.second, their)] = qp->qp_num;
+    if (m_share) {
+        m_unused[pk].insert(qp->qp_num);
+    }
+    (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qp->qp_num, 0));
+}
+
+void conn_manager::handle_close(const conn_msg &msg)
+{
+    const uint32_t their = msg.qpn & 0xffffff;
+    channel *ch          = find(msg.peer_qpn, msg);
+    const uint32_t q     = (ch != nullptr) ? ch->qp->qp_num : 0;
+    switch (msg.type) {
+    case conn_msg::disc:
+        if ((ch == nullptr) || (ch->remote_qpn != their)) {
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::done, 0, 0, their));
+        } else if (ch->owned) {
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::ack, 0, q, their));
+        } else {
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::done, 0, q, their));
+            destroy(q);
+        }
+        break;
+    case conn_msg::ack:
+        // Our DISC arrived; the peer still uses its end and will say so.
+        if ((ch != nullptr) && ch->closing && (ch->remote_qpn == their)) {
+            ch->closing = false;
+            m_closing.erase(q);
+        }
+        break;
+    default: // done
+        if ((ch != nullptr) && ch->released && !ch->owned &&
+            ((their == 0) || (their == ch->remote_qpn))) {
+            destroy(q);
+        }
+        break;
+    }
+}
+
 void conn_manager::handle(const conn_msg &msg)
 {
     switch (msg.type) {
-    case conn_msg::req: {
-        passive_key key{gid_key(msg.dev), msg.ud_qpn, msg.conn_id};
-        auto it = m_passive.find(key);
-        ibv_qp *qp;
-        if (it != m_passive.end()) {
-            qp = it->second; // duplicate REQ: answer again
-        } else {
-            unsigned &n = m_per_peer[peer_key(std::get<0>(key), msg.ud_qpn)];
-            if (n >= m_iface->settings.max_peer_conns) {
-                ++m_refused;
-                if (!m_warned) {
-                    m_warned = true;
-                    ucs_warn("qp 0x%x: peer interface (UD qp 0x%x) asks for more than "
-                             "%s=%u connections: refusing it (said once)",
-                             m_qp->qp_num, msg.ud_qpn, m_limit_var,
-                             m_iface->settings.max_peer_conns);
-                }
-                return; // the peer's endpoint times out (CONN_TIMEOUT)
-            }
-            if (m_cb.accept(m_cb.arg, to_remote(msg.dev), msg.qpn & 0xffffff, &qp) !=
-                UCS_OK) {
-                if (n == 0) {
-                    m_per_peer.erase(peer_key(std::get<0>(key), msg.ud_qpn));
-                }
-                return; // logged by accept; the peer retries
-            }
-            ++n;
-            m_passive.emplace(std::move(key), qp);
-        }
-        (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qp->qp_num));
+    case conn_msg::req:
+        handle_req(msg);
         break;
-    }
     case conn_msg::rep: {
         auto it = m_connecting.find(msg.conn_id);
         if (it == m_connecting.end()) {
             return; // duplicate or stale
         }
-        m_connecting.erase(it);
-        m_cb.established(m_cb.arg, msg.conn_id, msg.qpn & 0xffffff);
-        break;
-    }
-    case conn_msg::disc: {
-        auto it = m_passive.find(passive_key{gid_key(msg.dev), msg.ud_qpn, msg.conn_id});
-        if (it != m_passive.end()) {
-            if (m_cb.released != nullptr) {
-                m_cb.released(m_cb.arg, it->second);
-            }
-            verbs::destroy_qp(it->second);
-            auto pk = peer_key(std::get<0>(it->first), msg.ud_qpn);
-            m_passive.erase(it);
-            auto pit = m_per_peer.find(pk);
-            if ((pit != m_per_peer.end()) && (--pit->second == 0)) {
-                m_per_peer.erase(pit);
-            }
+        uint32_t q  = it->second;
+        channel *ch = find(q, msg);
+        if (ch == nullptr) {
+            return; // not from the interface we asked
         }
+        uint32_t their = msg.qpn & 0xffffff;
+        if (ch->remote_qpn != 0) {
+            // An adopted QP: the peer confirms the QP it is connected to.
+            if (ch->remote_qpn != their) {
+                fail(q, UCS_ERR_UNREACHABLE, "the peer answered with another queue pair");
+                return;
+            }
+        } else if (connect(*ch, their) != UCS_OK) {
+            fail(q, UCS_ERR_IO_ERROR, "cannot connect the endpoint's queue pair");
+            return;
+        }
+        finish(q);
         break;
     }
+    case conn_msg::disc:
+    case conn_msg::ack:
+    case conn_msg::done:
+        handle_close(msg);
+        break;
     default:
         ucs_debug("qp 0x%x: dropped connection message of unknown type %u",
                   m_qp->qp_num, msg.type);
@@ -392,24 +661,47 @@ unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
 
 unsigned conn_manager::check_timers()
 {
+    if (m_connecting.empty() && m_closing.empty()) {
+        return 0;
+    }
+    // Due ones first: the callbacks may start, release or destroy others.
+    auto now = clock::now();
+    std::vector<uint32_t> due;
+    for (const auto &c : m_connecting) {
+        const channel &ch = m_channels.at(c.second);
+        if (now >= ch.next_try) {
+            due.push_back(c.second);
+        }
+    }
+    for (uint32_t q : m_closing) {
+        if (now >= m_channels.at(q).next_try) {
+            due.push_back(q);
+        }
+    }
     unsigned count = 0;
-    if (!m_connecting.empty()) {
-        auto now = clock::now();
-        for (auto it = m_connecting.begin(); it != m_connecting.end();) {
-            connecting &c = it->second;
-            uint64_t id   = it->first;
-            ++it; // the callback may erase id
-            if (now >= c.deadline) {
-                m_connecting.erase(id);
-                m_cb.timed_out(m_cb.arg, id);
-            } else if (now >= c.next_try) {
-                c.backoff  = std::min<clock::duration>(c.backoff * 2,
-                                                       std::chrono::seconds(1));
-                c.next_try = now + c.backoff;
-                (void)send(c.peer, c.peer_ud_qpn,
-                           make_msg(conn_msg::req, id, c.local_qpn));
-                ++count;
+    for (uint32_t q : due) {
+        auto it = m_channels.find(q);
+        if ((it == m_channels.end()) || !(it->second.connecting || it->second.closing)) {
+            continue;
+        }
+        channel &ch = it->second;
+        ++count;
+        if (now >= ch.deadline) {
+            if (ch.connecting) {
+                fail(q, UCS_ERR_ENDPOINT_TIMEOUT, "no answer from the peer's interface");
+            } else {
+                ucs_debug("qp 0x%x: no answer to DISC from UD qp 0x%x: the peer is gone",
+                          q, ch.peer_ud_qpn);
+                destroy(q);
             }
+            continue;
+        }
+        ch.backoff  = std::min<clock::duration>(ch.backoff * 2, std::chrono::seconds(1));
+        ch.next_try = now + ch.backoff;
+        if (ch.connecting) {
+            send_req(ch);
+        } else {
+            send_disc(ch);
         }
     }
     return count;

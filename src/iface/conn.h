@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -20,27 +21,49 @@ namespace zv::iface {
  * and needs an auxiliary transport for that). Each zv interface therefore
  * owns one small UD QP; its number is the interface address. To connect, an
  * endpoint creates its connected QP and sends REQ{conn_id, qpn} to the
- * peer's UD QP; the peer creates a passive QP (receive side: it feeds the
- * peer's shared receive queue), connects it and answers REP{conn_id, qpn}.
- * REQ is retransmitted with backoff until REP arrives or conn_timeout
- * passes (then the endpoint fails); a duplicate REQ gets the same REP, so
- * lost or crossing packets are harmless. DISC (best effort) releases the
- * passive QP when the endpoint is destroyed.
+ * peer's UD QP; the peer creates a passive QP (it feeds the peer's shared
+ * receive queue), connects it and answers REP{conn_id, qpn}. REQ is
+ * retransmitted with backoff until REP arrives or conn_timeout passes (then
+ * the endpoint fails); a duplicate REQ gets the same REP, so lost or
+ * crossing packets are harmless.
+ *
+ * One QP for both directions (rc_zv: init(share = true)). A passive QP is
+ * adopted by the first local endpoint that connects back to the interface
+ * it came from (claim()). The endpoint confirms it with a REQ naming the
+ * peer QP it is already connected to (peer_qpn), and sends only after the
+ * REP: the peer's QP is then known to be connected. Two interfaces that
+ * connect to each other at the same time pair their fresh QPs instead: the
+ * one with the larger address (GID, then UD QPN) connects its oldest fresh
+ * QP towards that peer to the REQ's QP and answers with it, and does not
+ * wait for its own REP; the smaller one leaves fresh REQs from that peer
+ * unanswered while its own fresh ones are unanswered (they are sent again).
+ * A pair of processes that talk both ways then holds one QP at each end
+ * per pair of endpoints, as UCX's rc_verbs does.
+ *
+ * Closing. A QP is destroyed once neither end uses it. The end whose user
+ * left (release()) sends DISC, again with backoff until answered: the peer
+ * answers ACK while an endpoint of its own still uses its end, and DONE
+ * once it has destroyed its end (or never knew it). ACK holds the QP until
+ * the peer's own DISC; DONE, or no answer within conn_timeout (the peer is
+ * gone), ends it.
  */
 
 /// On-wire connection message (little-endian hosts; all fields validated).
 struct __attribute__((packed)) conn_msg {
     static constexpr uint32_t magic_value = 0x5a56434e; // "ZVCN"
-    enum : uint8_t { req = 1, rep = 2, disc = 3 };
+    enum : uint8_t { req = 1, rep = 2, disc = 3, ack = 4, done = 5 };
 
     uint32_t    magic;
     uint8_t     type;
     uint8_t     transport;  ///< IBV_QPT_RC or IBV_QPT_UC of the sender
     uint16_t    reserved;
-    uint64_t    conn_id;    ///< chosen by the initiator, unique per iface
-    uint32_t    qpn;        ///< sender's connected QP (REQ, REP)
+    uint64_t    conn_id;    ///< REQ, REP: chosen by the initiator, unique per iface
+    uint32_t    qpn;        ///< sender's connected QP (DONE: 0 if it knew none)
     uint32_t    ud_qpn;     ///< sender's UD QP, for replies
     device_addr dev;        ///< sender's port
+    /// The receiver's QP that the sender's QP is connected to: REQ of an
+    /// adopted QP, DISC, ACK, DONE; 0 in a REQ for a new QP.
+    uint32_t    peer_qpn;
 };
 
 /// Validate a received connection message (after the GRH): length, magic,
@@ -58,20 +81,23 @@ struct __attribute__((packed)) conn_msg {
 /// What the transport does for the connection manager (slow path).
 struct conn_callbacks {
     void *arg;
-    /// Create a passive QP connected to the peer's qpn; return its number.
+    /// Create a passive QP connected to the peer's qpn.
     ucs_status_t (*accept)(void *arg, const verbs::remote_port &peer,
                            uint32_t peer_qpn, ibv_qp **qp_p);
-    /// Our REQ 'conn_id' was answered: connect the endpoint to peer_qpn.
+    /// Connect an endpoint's QP (given to start()) to the peer's qpn.
+    ucs_status_t (*connect)(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
+                            uint32_t peer_qpn);
+    /// Connection 'conn_id' is established: its QP is connected to peer_qpn.
     void (*established)(void *arg, uint64_t conn_id, uint32_t peer_qpn);
-    /// Our REQ 'conn_id' got no answer within the timeout.
-    void (*timed_out)(void *arg, uint64_t conn_id);
-    /// A passive QP is about to be destroyed (the peer disconnected); may
-    /// be null.
+    /// Connection 'conn_id' failed ('why' says how, for the log).
+    void (*failed)(void *arg, uint64_t conn_id, ucs_status_t status, const char *why);
+    /// A QP is about to be destroyed (neither end uses it); may be null.
     void (*released)(void *arg, ibv_qp *qp);
 };
 
-/// Owns the UD QP of one interface. Not thread safe (one interface, one
-/// thread at a time, as UCT requires).
+/// Owns the UD QP of one interface and every connected QP it has set up
+/// (passive ones, and those handed to it by start()). Not thread safe (one
+/// interface, one thread at a time, as UCT requires).
 class conn_manager {
 public:
     conn_manager() = default;
@@ -82,9 +108,11 @@ public:
     /// channel: completion channel for wakeup (may be null). A peer
     /// interface holds at most iface->settings.max_peer_conns passive QPs
     /// here; limit_var names that setting in the warning a refusal prints.
+    /// share: one QP carries both directions (see above).
     [[nodiscard]] ucs_status_t init(zv_iface *iface, ibv_qp_type transport,
                                     const conn_callbacks &cb, double timeout_sec,
-                                    ibv_comp_channel *channel, const char *limit_var);
+                                    ibv_comp_channel *channel, const char *limit_var,
+                                    bool share);
 
     ibv_cq *cq() const { return m_cq; }
     /// Poll completions into a stash for the next progress(); true if any.
@@ -92,19 +120,26 @@ public:
 
     uint32_t ud_qpn() const { return m_qp->qp_num; }
 
-    /// Start connecting: send REQ for conn_id to the peer's UD QP.
+    /// A QP to the peer interface that it connected here and no endpoint
+    /// uses (share only), now the caller's; null if none. The caller then
+    /// start()s with it like with a new QP.
+    ibv_qp *claim(const device_addr &peer, uint32_t peer_ud_qpn);
+    /// Start connecting conn_id over 'qp' (new, in INIT, or claimed): send
+    /// REQ to the peer's UD QP. The manager owns qp from here on; the
+    /// caller gives it back with release().
     [[nodiscard]] ucs_status_t start(uint64_t conn_id, const device_addr &peer,
-                                     uint32_t peer_ud_qpn, uint32_t local_qpn);
-    /// Forget conn_id (endpoint destroyed before it was established).
-    void stop(uint64_t conn_id);
-    /// Tell the peer an established connection is gone (best effort).
-    void disconnect(uint64_t conn_id, const device_addr &peer, uint32_t peer_ud_qpn);
+                                     uint32_t peer_ud_qpn, ibv_qp *qp);
+    /// The caller is done with qp (from start(); any other is destroyed at
+    /// once). Nothing of the caller's may be left posted on it. It is
+    /// destroyed when the peer is done with its end too.
+    void release(ibv_qp *qp);
 
     /// Handle incoming messages and retransmissions. Returns events handled.
     unsigned progress();
 
-    bool busy() const { return !m_connecting.empty(); }
-    size_t passive_count() const { return m_passive.size(); }
+    bool busy() const { return !m_connecting.empty() || !m_closing.empty(); }
+    /// Connected QPs this manager holds (in use, unused, or closing).
+    size_t qp_count() const { return m_channels.size(); }
     /// Messages dropped because they did not come from the interface they
     /// name, and connection requests refused by the per-peer limit.
     uint64_t spoofed() const { return m_spoofed; }
@@ -114,27 +149,52 @@ public:
 
 private:
     using clock = std::chrono::steady_clock;
+    // A peer interface: (gid, UD qpn).
+    using peer_key = std::pair<std::vector<uint8_t>, uint32_t>;
+    // A peer's QP: (gid, UD qpn, its QP number) -> ours connected to it.
+    using remote_key = std::tuple<std::vector<uint8_t>, uint32_t, uint32_t>;
 
-    struct connecting {
+    /// One connected QP of ours (keyed by its number).
+    struct channel {
         device_addr       peer;
-        uint32_t          peer_ud_qpn;
-        uint32_t          local_qpn;
+        uint32_t          peer_ud_qpn = 0;
+        ibv_qp           *qp          = nullptr;
+        uint32_t          remote_qpn  = 0;     ///< 0 until connected
+        uint64_t          conn_id     = 0;     ///< while connecting
+        bool              passive     = false; ///< created for a peer's REQ
+        bool              owned       = false; ///< a local endpoint uses it
+        bool              released    = false; ///< its endpoint left for good
+        bool              connecting  = false; ///< our REQ is unanswered
+        bool              closing     = false; ///< our DISC is unanswered
         clock::time_point next_try;
         clock::time_point deadline;
-        clock::duration   backoff;
+        clock::duration   backoff{};
     };
-    // Passive side: (peer gid, peer UD qpn, conn_id) -> our passive QP.
-    using passive_key = std::tuple<std::vector<uint8_t>, uint32_t, uint64_t>;
-    // A peer interface: (gid, UD qpn) -> its passive QPs here.
-    using peer_key = std::pair<std::vector<uint8_t>, uint32_t>;
 
     void post_recv(unsigned index);
     void handle(const conn_msg &msg);
+    void handle_req(const conn_msg &msg);
+    void handle_close(const conn_msg &msg);
     bool from_sender(const ibv_wc &wc, const char *grh, const conn_msg &msg) const;
     ucs_status_t send(const device_addr &peer, uint32_t peer_ud_qpn,
                       const conn_msg &msg);
     ucs_status_t ah_for(const device_addr &peer, ibv_ah **ah_p);
-    conn_msg make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn) const;
+    conn_msg make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn,
+                      uint32_t peer_qpn) const;
+    void send_req(const channel &ch);
+    void send_disc(const channel &ch);
+    /// Whether this interface's address is larger than the sender's.
+    bool larger_than(const conn_msg &msg) const;
+    /// The oldest channel towards the peer whose fresh REQ is unanswered.
+    channel *fresh_connecting(const peer_key &peer);
+    channel *find(uint32_t qpn, const conn_msg &from);
+    ucs_status_t connect(channel &ch, uint32_t remote_qpn);
+    /// Connecting is over for ch (connected): tell its endpoint, or close
+    /// it if it has none any more.
+    void finish(uint32_t qpn);
+    void fail(uint32_t qpn, ucs_status_t status, const char *why);
+    void begin_close(channel &ch);
+    void destroy(uint32_t qpn);
     void poll_send();
     unsigned handle_wcs(const ibv_wc *wc, int n);
     /// A completion failed: if the QP is in the error state, stop posting
@@ -149,6 +209,7 @@ private:
 
     zv_iface                          *m_iface   = nullptr;
     ibv_qp_type                        m_transport = IBV_QPT_RC;
+    bool                               m_share   = false;
     conn_callbacks                     m_cb      = {};
     clock::duration                    m_timeout = {};
     ibv_cq                            *m_cq      = nullptr;
@@ -161,9 +222,12 @@ private:
     /// down): nothing is posted until it is reset.
     bool                               m_broken = false;
     uint64_t                           m_resets = 0;
-    std::map<uint64_t, connecting>     m_connecting;
-    std::map<passive_key, ibv_qp *>    m_passive;
-    std::map<peer_key, unsigned>       m_per_peer;
+    std::map<uint32_t, channel>        m_channels;   ///< by our QP number
+    std::map<uint64_t, uint32_t>       m_connecting; ///< conn_id -> our QP
+    std::set<uint32_t>                 m_closing;    ///< DISC unanswered
+    std::map<remote_key, uint32_t>     m_by_remote;
+    std::map<peer_key, std::set<uint32_t>> m_unused; ///< passive, no user yet
+    std::map<peer_key, unsigned>       m_per_peer;   ///< passive QPs per peer
     const char                        *m_limit_var = "";
     uint64_t                           m_spoofed = 0;
     uint64_t                           m_refused = 0;

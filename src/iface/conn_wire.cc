@@ -14,8 +14,7 @@ bool parse_conn_msg(const char *buf, size_t len, ibv_qp_type transport, conn_msg
     std::memcpy(out, buf, sizeof(conn_msg));
     return (out->magic == conn_msg::magic_value) &&
            (out->transport == static_cast<uint8_t>(transport)) &&
-           ((out->type == conn_msg::req) || (out->type == conn_msg::rep) ||
-            (out->type == conn_msg::disc));
+           (out->type >= conn_msg::req) && (out->type <= conn_msg::done);
 }
 
 bool grh_source_matches(const char *grh, const uint8_t gid[16])

@@ -48,6 +48,21 @@ namespace {
 constexpr int remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               IBV_ACCESS_REMOTE_ATOMIC;
 
+/// An RC QP on the interface's CQs and SRQ, with a full send queue (an
+/// endpoint's, or a passive one an endpoint may adopt).
+ucs_status_t create_qp(rc_iface *iface, ibv_qp **qp_p)
+{
+    verbs::connected_qp_params qp_params;
+    qp_params.type        = IBV_QPT_RC;
+    qp_params.max_send_wr = iface->super.settings.tx_queue_len;
+    qp_params.max_inline  = iface->settings.max_inline;
+    qp_params.send_cq     = iface->send_cq;
+    qp_params.recv_cq     = iface->recv_cq;
+    qp_params.srq         = iface->srq;
+    unsigned inl;
+    return verbs::create_connected_qp(iface->super.md->dev, qp_params, qp_p, &inl);
+}
+
 // ---------------------------------------------------------------- pending
 
 void link_pending_ep(rc_ep *ep)
@@ -150,7 +165,7 @@ void release_slot(rc_iface *iface, rc_ep *ep)
 void free_ep(rc_ep *ep)
 {
     rc_iface *iface = ep->iface;
-    verbs::destroy_qp(ep->qp);
+    iface->conn.release(ep->qp); // the peer may still send on it
     release_slot(iface, ep);
     delete ep;
 }
@@ -290,19 +305,16 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     const auto *ia  = reinterpret_cast<const iface_addr *>(params->iface_addr);
     ep->peer_ud_qpn = ia->ud_qpn[0] | (ia->ud_qpn[1] << 8) | (ia->ud_qpn[2] << 16);
 
-    verbs::connected_qp_params qp_params;
-    qp_params.type        = IBV_QPT_RC;
-    qp_params.max_send_wr = ep->max_send_wr;
-    qp_params.max_inline  = iface->settings.max_inline;
-    qp_params.send_cq     = iface->send_cq;
-    qp_params.recv_cq     = iface->recv_cq;
-    qp_params.srq         = iface->srq;
-    unsigned inl;
-    status = verbs::create_connected_qp(iface->super.md->dev, qp_params, &ep->qp, &inl);
-    if (status != UCS_OK) {
-        ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
-        delete ep;
-        return status;
+    // The QP the peer connected here for an endpoint of its own, if one
+    // is unused: both directions then share it.
+    ep->qp = iface->conn.claim(ep->peer, ep->peer_ud_qpn);
+    if (ep->qp == nullptr) {
+        status = create_qp(iface, &ep->qp);
+        if (status != UCS_OK) {
+            ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
+            delete ep;
+            return status;
+        }
     }
 
     if (iface->free_slots.empty()) {
@@ -315,7 +327,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     }
     ep->conn_id = iface->next_conn_id++;
     iface->connecting.emplace(ep->conn_id, ep);
-    status = iface->conn.start(ep->conn_id, ep->peer, ep->peer_ud_qpn, ep->qp->qp_num);
+    status = iface->conn.start(ep->conn_id, ep->peer, ep->peer_ud_qpn, ep->qp);
     if (status != UCS_OK) {
         iface->connecting.erase(ep->conn_id);
         ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
@@ -331,10 +343,7 @@ void ep_destroy(uct_ep_h uct_ep)
     rc_ep *ep       = to_ep(uct_ep);
     rc_iface *iface = ep->iface;
     if (ep->st == rc_ep::state::connecting) {
-        iface->conn.stop(ep->conn_id);
         iface->connecting.erase(ep->conn_id);
-    } else {
-        iface->conn.disconnect(ep->conn_id, ep->peer, ep->peer_ud_qpn);
     }
     // Unlink from the pending list; its requests belong to the caller.
     if (ep->on_pending_list) {
@@ -360,35 +369,39 @@ void ep_destroy(uct_ep_h uct_ep)
         }
         return;
     }
-    // Send WRs are still owned by the device: flush them and free the
-    // endpoint when their completions arrived (process_send_completion).
+    // Send WRs are still owned by the device: the endpoint is freed when
+    // their completions arrived (process_send_completion). The QP is not
+    // flushed into the error state, since the peer's endpoint may share
+    // it: RC completes every WR within its retry limit (RETRY_COUNT <= 6),
+    // and a signaled WR at the tail reports the unsignaled ones. Only when
+    // none can be posted (the interface's completion queue is full) is the
+    // QP flushed after all.
+    if ((ep->st == rc_ep::state::connected) && (signal_unsignaled_tail(ep) != UCS_OK)) {
+        verbs::qp_to_error(ep->qp);
+    }
     ep->destroyed = true;
     ep->st        = rc_ep::state::failed;
     ep->error     = UCS_ERR_CANCELED;
-    if (ep_outstanding(ep) > 0) {
-        verbs::qp_to_error(ep->qp);
-    }
+}
+
+ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
+                        uint32_t peer_qpn)
+{
+    rc_iface *iface = static_cast<rc_iface *>(arg);
+    return verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn, remote_access,
+                             iface->settings.timing);
 }
 
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer,
                             uint32_t peer_qpn, ibv_qp **qp_p)
 {
-    rc_iface *iface = static_cast<rc_iface *>(arg);
-    verbs::connected_qp_params qp_params;
-    qp_params.type        = IBV_QPT_RC;
-    qp_params.max_send_wr = 1; // receive side only: RC acks are in hardware
-    qp_params.max_inline  = 0;
-    qp_params.send_cq     = iface->send_cq;
-    qp_params.recv_cq     = iface->recv_cq;
-    qp_params.srq         = iface->srq;
-    unsigned inl;
-    ucs_status_t status = verbs::create_connected_qp(iface->super.md->dev, qp_params,
-                                                     qp_p, &inl);
+    // A full send queue: an endpoint of ours may adopt it (conn_manager::claim).
+    rc_iface *iface     = static_cast<rc_iface *>(arg);
+    ucs_status_t status = create_qp(iface, qp_p);
     if (status != UCS_OK) {
         return status;
     }
-    status = verbs::connect_qp(*qp_p, *iface->super.port, peer, peer_qpn,
-                               remote_access, iface->settings.timing);
+    status = connect_ep_qp(iface, *qp_p, peer, peer_qpn);
     if (status != UCS_OK) {
         verbs::destroy_qp(*qp_p);
     }
@@ -404,16 +417,6 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
     }
     rc_ep *ep = it->second;
     iface->connecting.erase(it);
-    verbs::remote_port peer;
-    peer.is_roce = (ep->peer.flags & 1) != 0;
-    peer.lid     = ep->peer.lid;
-    std::memcpy(peer.gid.raw, ep->peer.gid, sizeof(peer.gid.raw));
-    ucs_status_t status = verbs::connect_qp(ep->qp, *iface->super.port, peer, peer_qpn,
-                                            remote_access, iface->settings.timing);
-    if (status != UCS_OK) {
-        ep_fail(ep, status, "rc_zv: cannot connect the endpoint's qp");
-        return;
-    }
     ep->st = rc_ep::state::connected;
     ucs_debug("rc_zv ep %p: qp 0x%x connected to qp 0x%x", ep, ep->qp->qp_num, peer_qpn);
     if (!ep->pending.empty()) {
@@ -422,7 +425,7 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
     }
 }
 
-void connection_timed_out(void *arg, uint64_t conn_id)
+void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const char *why)
 {
     rc_iface *iface = static_cast<rc_iface *>(arg);
     auto it         = iface->connecting.find(conn_id);
@@ -431,10 +434,10 @@ void connection_timed_out(void *arg, uint64_t conn_id)
     }
     rc_ep *ep = it->second;
     iface->connecting.erase(it);
-    char why[96];
-    snprintf(why, sizeof(why), "rc_zv: no answer from the peer's interface (ud qp 0x%x)",
-             ep->peer_ud_qpn);
-    ep_fail(ep, UCS_ERR_UNREACHABLE, why);
+    char what[128];
+    snprintf(what, sizeof(what), "rc_zv: connecting to ud qp 0x%x: %s", ep->peer_ud_qpn,
+             why);
+    ep_fail(ep, status, what);
 }
 
 void fill_ep_ops(uct_iface_ops_t *ops, bool atomics)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// rc_zv endpoint: one RC QP towards a peer interface.
+// rc_zv endpoint: one RC QP towards a peer interface (shared with the
+// peer's endpoint towards this one, see iface/conn.h).
 #ifndef ZV_RC_RC_EP_H
 #define ZV_RC_RC_EP_H
 
@@ -55,8 +56,10 @@ void fill_ep_data_ops(uct_iface_ops_t *ops, bool atomics);
 /// Connection callbacks used by the interface's connection manager.
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer,
                             uint32_t peer_qpn, ibv_qp **qp_p);
+ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
+                           uint32_t peer_qpn);
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn);
-void connection_timed_out(void *arg, uint64_t conn_id);
+void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const char *why);
 
 /// Mark the endpoint failed: complete its work with 'status' and report
 /// to UCT's error handling (once); 'why' says what happened, for the log.

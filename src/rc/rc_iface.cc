@@ -198,8 +198,7 @@ void destroy_resources(rc_iface *iface)
     const char *dev = iface->super.md->dev.name().c_str();
     for (rc_ep *ep : iface->slots) {
         if (ep != nullptr) {
-            verbs::destroy_qp(ep->qp);
-            ep->qp = nullptr;
+            ep->qp = nullptr; // the connection manager's, destroyed with it
             if (ep->destroyed) {
                 delete ep;
             }
@@ -497,11 +496,10 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
 
     iface->atomics = (dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
 
-    iface::conn_callbacks cb = {iface, accept_passive, connection_established,
-                                connection_timed_out,
-                                nullptr};
+    iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
+                                connection_established, connection_failed, nullptr};
     status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout,
-                              iface->channel, "UCX_RC_ZV_MAX_PEER_CONNS");
+                              iface->channel, "UCX_RC_ZV_MAX_PEER_CONNS", true);
     if (status != UCS_OK) {
         return status;
     }
@@ -549,7 +547,6 @@ void handle_event(iface::zv_iface *base, const verbs::async_event &ev)
             rc_ep *ep = iface->slots[i];
             if ((ep != nullptr) && !ep->destroyed && (ep->st != rc_ep::state::failed)) {
                 if (ep->st == rc_ep::state::connecting) {
-                    iface->conn.stop(ep->conn_id);
                     iface->connecting.erase(ep->conn_id);
                 }
                 ep_fail(ep, UCS_ERR_IO_ERROR, "rc_zv: the device is lost");
@@ -617,11 +614,13 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
         delete iface;
         return status;
     }
-    // A peer costs the endpoint's QP (a full send queue) and the passive QP
-    // the peer's endpoint has here (one send WR).
+    // A peer costs one QP with a full send queue: our endpoint's and the
+    // peer's endpoint towards us share it (iface/conn.h). Two endpoints
+    // that did not pair (one side recreated its endpoint while the other
+    // kept its own) cost two.
     iface::conn_cost cost;
-    cost.qps         = 2;
-    cost.sq_wrs      = settings.common.tx_queue_len + 1;
+    cost.qps         = 1;
+    cost.sq_wrs      = settings.common.tx_queue_len;
     cost.wqe_bytes   = iface::wqe_bytes(verbs::connected_qp_params{}.max_send_sge,
                                         iface->max_inline);
     cost.state_bytes = sizeof(rc_ep);

@@ -51,15 +51,6 @@ ucs_status_t create_uc_qp(ud_iface *iface, ibv_qp **qp_p, unsigned *max_inline =
                                       (max_inline != nullptr) ? max_inline : &inl);
 }
 
-verbs::remote_port to_remote(const iface::device_addr &a)
-{
-    verbs::remote_port rp;
-    rp.is_roce = (a.flags & 1) != 0;
-    rp.lid     = a.lid;
-    std::memcpy(rp.gid.raw, a.gid, sizeof(rp.gid.raw));
-    return rp;
-}
-
 // ---------------------------------------------------------------- connections
 
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t peer_qpn,
@@ -103,18 +94,19 @@ void passive_released(void *arg, ibv_qp *qp)
     }
 }
 
+ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
+                           uint32_t peer_qpn)
+{
+    auto *iface = static_cast<ud_iface *>(arg);
+    return verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn, passive_access,
+                             verbs::rc_timing{});
+}
+
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 {
     auto *iface = static_cast<ud_iface *>(arg);
     ud_ep *ep   = iface->eps.find(conn_id);
     if ((ep == nullptr) || (ep->st != ud_ep::state::connecting)) {
-        return;
-    }
-    ucs_status_t status = verbs::connect_qp(ep->qp, *iface->super.port,
-                                            to_remote(ep->peer), peer_qpn,
-                                            passive_access, verbs::rc_timing{});
-    if (status != UCS_OK) {
-        ep_fail(ep, status, "cannot connect the endpoint's qp");
         return;
     }
     ep->st        = ud_ep::state::connected;
@@ -126,11 +118,11 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
     }
 }
 
-void connection_timed_out(void *arg, uint64_t conn_id)
+void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const char *why)
 {
     ud_ep *ep = static_cast<ud_iface *>(arg)->eps.find(conn_id);
     if (ep != nullptr) {
-        ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT, "no answer from the peer's interface");
+        ep_fail(ep, status, why);
     }
 }
 
@@ -151,7 +143,7 @@ ucs_status_t uc_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     }
     ep_register(ep);
     iface->ep_by_qp[ep->qp->qp_num] = ep;
-    status = iface->conn.start(ep->id, ep->peer, ep->peer_qpn, ep->qp->qp_num);
+    status = iface->conn.start(ep->id, ep->peer, ep->peer_qpn, ep->qp);
     if (status != UCS_OK) {
         iface->ep_by_qp.erase(ep->qp->qp_num);
         ep_release(ep);
@@ -165,15 +157,11 @@ void uc_ep_destroy(uct_ep_h uct_ep)
 {
     ud_ep *ep       = to_ep(uct_ep);
     ud_iface *iface = ep->iface;
-    if (ep->st == ud_ep::state::connecting) {
-        iface->conn.stop(ep->id);
-    } else {
-        iface->conn.disconnect(ep->id, ep->peer, ep->peer_qpn);
-    }
     iface->ep_by_qp.erase(ep->qp->qp_num);
     // Flush what is still posted: its completions release the descriptors
-    // before the QP is destroyed with the endpoint. A QP that never left
-    // RESET has nothing posted.
+    // before the QP goes back to the connection manager with the endpoint
+    // (ep_free), which closes it with the peer. A QP that never left RESET
+    // has nothing posted.
     if (ep->peer_conn != 0) {
         verbs::qp_to_error(ep->qp);
     }
@@ -275,10 +263,13 @@ ucs_status_t uc_create_resources(ud_iface *iface)
     cost.wqe_bytes   = iface::wqe_bytes(max_sge, iface->max_inline);
     cost.state_bytes = sizeof(ud_ep) + sizeof(rx_conn);
     iface::set_auto_max_eps(&iface->super, cost, "uc_zv");
-    iface::conn_callbacks cb = {iface, accept_passive, connection_established,
-                                connection_timed_out, passive_released};
+    // The directions do not share a QP (yet): the endpoint's receives and
+    // the passive side's sends would need their own reliability state.
+    iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
+                                connection_established, connection_failed,
+                                passive_released};
     return iface->conn.init(&iface->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
-                            nullptr, "UCX_UC_ZV_MAX_PEER_CONNS");
+                            nullptr, "UCX_UC_ZV_MAX_PEER_CONNS", false);
 }
 
 bool uc_one_packet(const ud_iface *iface)

@@ -620,9 +620,8 @@ void ep_discard(ud_ep *ep)
 
 void ep_free(ud_ep *ep)
 {
-    if (ep->qp != nullptr) {
-        verbs::destroy_qp(ep->qp);
-    }
+    // uc_zv: the connection manager closes the QP with the peer.
+    ep->iface->conn.release(ep->qp);
     delete ep;
 }
 

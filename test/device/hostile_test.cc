@@ -27,13 +27,14 @@ struct __attribute__((packed)) wire_dev {
 };
 struct __attribute__((packed)) wire_conn_msg { // rc_zv, uc_zv
     uint32_t magic;                            // "ZVCN"
-    uint8_t  type;                             // 1 REQ, 2 REP
+    uint8_t  type;                             // 1 REQ, 2 REP (3 DISC, 4 ACK, 5 DONE)
     uint8_t  transport;                        // IBV_QPT_RC / IBV_QPT_UC
     uint16_t reserved;
     uint64_t conn_id;
     uint32_t qpn;
     uint32_t ud_qpn;
     wire_dev dev;
+    uint32_t peer_qpn;                         // REQ: 0, a new queue pair
 };
 struct __attribute__((packed)) wire_ud_creq { // ud_zv: header + CREQ body
     uint32_t dest, ack_dest;

@@ -28,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     ZV_FUZZ_CHECK(msg.magic == conn_msg::magic_value);
     ZV_FUZZ_CHECK(msg.transport == static_cast<uint8_t>(transport));
     ZV_FUZZ_CHECK((msg.type == conn_msg::req) || (msg.type == conn_msg::rep) ||
-                  (msg.type == conn_msg::disc));
+                  (msg.type == conn_msg::disc) || (msg.type == conn_msg::ack) ||
+                  (msg.type == conn_msg::done));
     return 0;
 }

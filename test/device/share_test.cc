@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connected queue pairs as the kernel counts them (`rdma resource show qp`):
+//  - rc_zv: two interfaces that connect to each other, one after the other
+//    or at the same time, hold one RC QP at each end, as UCX's rc_verbs
+//    does; both directions carry data (AM, RDMA READ) on it;
+//  - an end whose endpoint left keeps its QP while the peer's endpoint
+//    still sends on it, and once neither uses it both QPs are gone;
+//  - rc_zv and uc_zv: closing every endpoint leaves no connected QP.
+#include "test_util.h"
+#include "uct_fixture.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace zv::test {
+
+namespace {
+
+constexpr uint8_t am_id = 23;
+
+/// This process's QPs of 'type' (RC, UC) in the kernel's resource tracking;
+/// -1 when the tool cannot be run.
+int kernel_qps(const char *type)
+{
+    FILE *f = popen("rdma resource show qp 2>/dev/null", "r");
+    if (f == nullptr) {
+        return -1;
+    }
+    const std::string pid  = "pid " + std::to_string(getpid()) + " ";
+    const std::string kind = std::string("type ") + type + " ";
+    int n = 0, lines = 0;
+    char line[512];
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+        std::string l(line);
+        if (!l.empty() && (l.back() == '\n')) {
+            l.back() = ' ';
+        }
+        ++lines;
+        n += (l.find(pid) != std::string::npos) && (l.find(kind) != std::string::npos);
+    }
+    return ((pclose(f) == 0) && (lines > 0)) ? n : -1;
+}
+
+class qp_count : public uct_test, public ::testing::WithParamInterface<const char *> {
+protected:
+    const char *tl_name() const override { return GetParam(); }
+    const char *qp_type() const { return (std::strcmp(GetParam(), "rc_zv") == 0) ? "RC" : "UC"; }
+
+    void SetUp() override
+    {
+        uct_test::SetUp();
+        ASSERT_GE(kernel_qps("RC"), 0) << "`rdma resource show qp` does not run here";
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_a.iface, am_id, sink::handler, &m_at_a, 0));
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, sink::handler, &m_at_b, 0));
+    }
+
+    struct sink {
+        std::vector<uint64_t> got;
+        static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
+        {
+            uint64_t v = 0;
+            std::memcpy(&v, data, std::min(length, sizeof(v)));
+            static_cast<sink *>(arg)->got.push_back(v);
+            return UCS_OK;
+        }
+    };
+
+    /// Wait until ep can send (connected).
+    void wait_connected(uct_ep_h ep)
+    {
+        ASSERT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }))
+                << "endpoint did not connect";
+    }
+
+    /// Send 'v' on ep and wait until 'to' got it.
+    void deliver(uct_ep_h ep, uint64_t v, sink &to)
+    {
+        size_t before = to.got.size();
+        ucs_status_t st;
+        ASSERT_TRUE(wait_for([&] {
+            st = uct_ep_am_short(ep, am_id, v, nullptr, 0);
+            return st != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_OK, st);
+        ASSERT_TRUE(wait_for([&] { return to.got.size() > before; })) << "not delivered";
+        EXPECT_EQ(v, to.got.back());
+    }
+
+    /// Progress for 'seconds'.
+    void progress_for(double seconds)
+    {
+        auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(seconds);
+        wait_for([&] { return std::chrono::steady_clock::now() >= until; });
+    }
+
+    /// Progress until the kernel counts n QPs of the transport's type (the
+    /// count costs a process: between two, progress as an application does).
+    bool settles_at(int n, double seconds = 10.0)
+    {
+        auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(seconds);
+        while (kernel_qps(qp_type()) != n) {
+            if (std::chrono::steady_clock::now() >= until) {
+                return false;
+            }
+            progress_for(0.05);
+        }
+        return true;
+    }
+
+    sink m_at_a, m_at_b;
+};
+
+class rc_share : public qp_count {};
+
+TEST_P(rc_share, endpoints_both_ways_share_one_qp_each_end)
+{
+    uct_ep_h ab = create_ep(m_a, m_b);
+    wait_connected(ab);
+    uct_ep_h ba = create_ep(m_b, m_a);
+    wait_connected(ba);
+    EXPECT_EQ(2, kernel_qps("RC")) << "rc_verbs holds one QP at each end";
+    deliver(ab, 1, m_at_b);
+    deliver(ba, 2, m_at_a);
+
+    // RDMA READ from the end that adopted the QP the peer connected.
+    region r = reg(4096, UCT_MD_MEM_ACCESS_ALL);
+    fill(r.addr, 4096, 7);
+    std::vector<uint8_t> got(4096);
+    counting_comp comp;
+    ucs_status_t st;
+    ASSERT_TRUE(wait_for([&] {
+        st = uct_ep_get_bcopy(ba, unpack_cb, got.data(), got.size(),
+                              reinterpret_cast<uint64_t>(r.addr), r.rkey.rkey, &comp.super);
+        return st != UCS_ERR_NO_RESOURCE;
+    }));
+    ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
+    if (st == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for([&] { return comp.done == 1; }));
+        EXPECT_EQ(UCS_OK, comp.status);
+    }
+    EXPECT_EQ(0, std::memcmp(got.data(), r.addr, got.size()));
+    dereg(r);
+    uct_ep_destroy(ba);
+    uct_ep_destroy(ab);
+    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+}
+
+TEST_P(rc_share, crossing_connections_pair_into_one)
+{
+    // Both ends start connecting before either has progressed.
+    uct_ep_h ab = create_ep(m_a, m_b);
+    uct_ep_h ba = create_ep(m_b, m_a);
+    wait_connected(ab);
+    wait_connected(ba);
+    EXPECT_EQ(2, kernel_qps("RC"));
+    deliver(ab, 3, m_at_b);
+    deliver(ba, 4, m_at_a);
+    uct_ep_destroy(ab);
+    uct_ep_destroy(ba);
+    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+}
+
+TEST_P(rc_share, an_end_that_left_keeps_its_qp_while_the_peer_sends)
+{
+    uct_ep_h ab = create_ep(m_a, m_b);
+    wait_connected(ab);
+    uct_ep_h ba = create_ep(m_b, m_a);
+    wait_connected(ba);
+    uct_ep_destroy(ab);
+    progress_for(0.5); // long enough for the close handshake to have run
+    EXPECT_EQ(2, kernel_qps("RC"));
+    for (uint64_t v = 10; v < 20; ++v) {
+        deliver(ba, v, m_at_a);
+    }
+    // A new endpoint of a's cannot take back the QP it gave up: it gets
+    // a connection of its own, and it works.
+    uct_ep_h ab2 = create_ep(m_a, m_b);
+    wait_connected(ab2);
+    deliver(ab2, 30, m_at_b);
+    EXPECT_EQ(4, kernel_qps("RC"));
+    uct_ep_destroy(ba);
+    EXPECT_TRUE(settles_at(2)) << kernel_qps("RC") << " RC QPs, expected ab2's pair";
+    deliver(ab2, 31, m_at_b);
+    uct_ep_destroy(ab2);
+    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+}
+
+TEST_P(rc_share, more_endpoints_one_way_than_the_other)
+{
+    // Two lanes from a, one back from b: b's adopts one of the two.
+    uct_ep_h ab1 = create_ep(m_a, m_b);
+    uct_ep_h ab2 = create_ep(m_a, m_b);
+    wait_connected(ab1);
+    wait_connected(ab2);
+    uct_ep_h ba = create_ep(m_b, m_a);
+    wait_connected(ba);
+    EXPECT_EQ(4, kernel_qps("RC"));
+    deliver(ab1, 40, m_at_b);
+    deliver(ab2, 41, m_at_b);
+    deliver(ba, 42, m_at_a);
+    uct_ep_destroy(ab1);
+    uct_ep_destroy(ba);
+    uct_ep_destroy(ab2);
+    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+}
+
+TEST_P(qp_count, closing_every_endpoint_leaves_no_connected_qp)
+{
+    std::vector<uct_ep_h> eps;
+    for (int i = 0; i < 4; ++i) {
+        eps.push_back(create_ep(m_a, m_b));
+        eps.push_back(create_ep(m_b, m_a));
+    }
+    for (uct_ep_h ep : eps) {
+        wait_connected(ep);
+    }
+    EXPECT_GT(kernel_qps(qp_type()), 0);
+    for (size_t i = 0; i < eps.size(); ++i) {
+        deliver(eps[i], 100 + i, (i % 2 == 0) ? m_at_b : m_at_a);
+    }
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+    EXPECT_TRUE(settles_at(0)) << kernel_qps(qp_type()) << " " << qp_type()
+                               << " QPs left";
+}
+
+} // namespace
+
+INSTANTIATE_TEST_SUITE_P(tl, rc_share, ::testing::Values("rc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, qp_count, ::testing::Values("rc_zv", "uc_zv"));
+
+} // namespace zv::test
