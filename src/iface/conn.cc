@@ -423,12 +423,15 @@ conn_manager::channel *conn_manager::fresh_connecting(const peer_key &peer)
     return nullptr;
 }
 
-bool conn_manager::larger_than(const conn_msg &msg) const
+int conn_manager::compare(const conn_msg &msg) const
 {
     device_addr self;
     get_device_address(&m_iface->super.super, reinterpret_cast<uct_device_addr_t *>(&self));
     int cmp = std::memcmp(self.gid, msg.dev.gid, sizeof(self.gid));
-    return (cmp > 0) || ((cmp == 0) && (m_qp->qp_num > msg.ud_qpn));
+    if (cmp != 0) {
+        return cmp;
+    }
+    return (m_qp->qp_num > msg.ud_qpn) - (m_qp->qp_num < msg.ud_qpn);
 }
 
 /// A message is taken only from the interface it names: its UD QP sent it
@@ -474,9 +477,12 @@ void conn_manager::handle_req(const conn_msg &msg)
         (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, r->second, 0));
         return;
     }
-    if (m_share) {
+    // (An endpoint to its own interface, as UCP's to its own worker, is a
+    // loopback connection: nothing to pair.)
+    const int order = compare(msg);
+    if (m_share && (order != 0)) {
         channel *mine = fresh_connecting(pk);
-        if ((mine != nullptr) && !larger_than(msg)) {
+        if ((mine != nullptr) && (order < 0)) {
             ucs_debug("qp 0x%x: crossing connection requests with UD qp 0x%x: the peer "
                       "pairs them", m_qp->qp_num, msg.ud_qpn);
             return; // answered once the peer answered ours

@@ -183,8 +183,9 @@ private:
                       uint32_t peer_qpn) const;
     void send_req(const channel &ch);
     void send_disc(const channel &ch);
-    /// Whether this interface's address is larger than the sender's.
-    bool larger_than(const conn_msg &msg) const;
+    /// This interface's address (GID, then UD QPN) against the sender's:
+    /// <0, 0 (the sender is this interface), >0.
+    int compare(const conn_msg &msg) const;
     /// The oldest channel towards the peer whose fresh REQ is unanswered.
     channel *fresh_connecting(const peer_key &peer);
     channel *find(uint32_t qpn, const conn_msg &from);

@@ -212,6 +212,21 @@ TEST_P(rc_share, more_endpoints_one_way_than_the_other)
     EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
 }
 
+TEST_P(rc_share, an_endpoint_to_its_own_interface_connects)
+{
+    // UCP's endpoint to its own worker has an rc_zv lane (rma_bw).
+    uct_ep_h aa = create_ep(m_a, m_a);
+    wait_connected(aa);
+    deliver(aa, 50, m_at_a);
+    uct_ep_h aa2 = create_ep(m_a, m_a); // adopts the loopback's other end
+    wait_connected(aa2);
+    deliver(aa2, 51, m_at_a);
+    EXPECT_EQ(2, kernel_qps("RC"));
+    uct_ep_destroy(aa);
+    uct_ep_destroy(aa2);
+    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+}
+
 TEST_P(qp_count, closing_every_endpoint_leaves_no_connected_qp)
 {
     std::vector<uct_ep_h> eps;
