@@ -477,9 +477,18 @@ void conn_manager::handle_req(const conn_msg &msg)
         (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, r->second, 0));
         return;
     }
-    // (An endpoint to its own interface, as UCP's to its own worker, is a
-    // loopback connection: nothing to pair.)
     const int order = compare(msg);
+    if (m_share && (order == 0)) {
+        // An endpoint to its own interface (UCP's to its own worker): its
+        // QP is connected to itself, as rc_verbs does.
+        channel *own = find(their, msg);
+        if ((own != nullptr) && own->connecting && (own->remote_qpn == 0) &&
+            (connect(*own, their) == UCS_OK)) {
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, their, 0));
+            finish(their);
+            return;
+        }
+    }
     if (m_share && (order != 0)) {
         channel *mine = fresh_connecting(pk);
         if ((mine != nullptr) && (order < 0)) {

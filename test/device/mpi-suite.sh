@@ -39,23 +39,26 @@ cat "$ms_dir/thermo.ref"
 check "LAMMPS melt reference run (ob1, shared memory)" test "$(wc -l < "$ms_dir/thermo.ref")" -ge 5
 
 # ---- queue pairs of a job whose ranks all talked to each other both ways
-# (eager and rendezvous, data validated), counted by the kernel while the
-# job runs (zv_qps). rc_zv must hold no more RC QPs than rc_verbs in the
-# same run: one per pair of endpoints at each end, the two directions
-# sharing it. uc_zv's UC QPs are printed beside them (one per direction).
-ms_qps() { # tl np [mpirun args]: runs zv_qps, prints its line, "RC UC" counts to $ms_dir/qps
+# (eager and rendezvous, data validated), read from the kernel while the
+# job runs (zv_qps; it matches each QP's peer QP to a rank). Between two
+# ranks, rc_zv must hold no more RC QPs than rc_verbs in the same run: the
+# two directions share one QP at each end. uc_zv's UC QPs are printed
+# beside them (one QP per direction).
+ms_qps() { # tl np [mpirun args]: run zv_qps, print its lines; the most RC
+           # QPs per pair of ranks goes to $ms_dir/qps ("x" if none)
     local tl=$1 np=$2; shift 2
     ms_run "$tl" "$np" "$@" -- "$ms_t/zv_qps" -S 262144 > "$ms_dir/q.out" 2>&1; local rc=$?
-    local line; line=$(grep '^qps:' "$ms_dir/q.out")
-    echo "  $tl, $np ranks: ${line:-no count (exit $rc)}"
+    echo "  $tl, $np ranks (exit $rc):"; grep -E '^(qps|data)' "$ms_dir/q.out" | sed 's/^/    /'
     [ $rc = 0 ] || tail -n 5 "$ms_dir/q.out"
-    [ $rc = 0 ] && awk '/^qps:/ {print $3, $5}' "$ms_dir/q.out" > "$ms_dir/qps" || echo "x x" > "$ms_dir/qps"
+    local m; m=$(sed -n 's/^qps RC: .*per pair of ranks [0-9]*\.\.\([0-9]*\),.*/\1/p' "$ms_dir/q.out")
+    [ $rc = 0 ] && [ -n "$m" ] && echo "$m" > "$ms_dir/qps" || echo x > "$ms_dir/qps"
 }
 for ms_np in 2 4; do
     ms_qps rc_verbs,ud_verbs $ms_np -x UCX_UD_VERBS_ETH_DGID_CHECK=n   # (rxe: no DGID check)
-    read -r ms_v_rc _ < "$ms_dir/qps"
-    ms_qps rc_zv $ms_np;             read -r ms_z_rc _ < "$ms_dir/qps"
-    check "MPI over rc_zv, $ms_np ranks: RC QPs ($ms_z_rc) no more than rc_verbs' ($ms_v_rc)" \
+    read -r ms_v_rc < "$ms_dir/qps"
+    ms_qps rc_zv $ms_np
+    read -r ms_z_rc < "$ms_dir/qps"
+    check "MPI over rc_zv, $ms_np ranks: RC QPs per pair of ranks ($ms_z_rc) no more than rc_verbs' ($ms_v_rc)" \
           test "$ms_v_rc" != x -a "$ms_z_rc" != x -a "$ms_z_rc" -le "$ms_v_rc" -a "$ms_v_rc" -gt 0
     if grep -q "Transport: uc_zv\$" "$ms_dir/tls"; then
         ms_qps uc_zv $ms_np

@@ -214,11 +214,13 @@ TEST_P(rc_share, more_endpoints_one_way_than_the_other)
 
 TEST_P(rc_share, an_endpoint_to_its_own_interface_connects)
 {
-    // UCP's endpoint to its own worker has an rc_zv lane (rma_bw).
+    // UCP's endpoint to its own worker has an rc_zv lane (rma_bw). Its QP
+    // is connected to itself, as rc_verbs': one QP per such endpoint.
     uct_ep_h aa = create_ep(m_a, m_a);
     wait_connected(aa);
     deliver(aa, 50, m_at_a);
-    uct_ep_h aa2 = create_ep(m_a, m_a); // adopts the loopback's other end
+    EXPECT_EQ(1, kernel_qps("RC"));
+    uct_ep_h aa2 = create_ep(m_a, m_a);
     wait_connected(aa2);
     deliver(aa2, 51, m_at_a);
     EXPECT_EQ(2, kernel_qps("RC"));
