@@ -33,14 +33,18 @@ export UCX_RC_ZV_MAX_PEER_CONNS=65536 UCX_UC_ZV_MAX_PEER_CONNS=65536 UCX_UD_ZV_M
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 echo "== cost per endpoint on $dev (both sides of each connection in one process)"
-printf '%-9s %-9s %12s %12s %12s %8s\n' transport endpoints "rss B/ep" "heap B/ep" "reg B/ep" "QPs/ep"
+# "both": every connection used both ways (an endpoint on each side).
+printf '%-9s %-9s %-5s %12s %12s %12s %8s\n' transport endpoints ways "rss B/ep" "heap B/ep" "reg B/ep" "QPs/ep"
 for tl in $tls; do
     for n in $counts; do
-        if out=$(LD_PRELOAD=$mod timeout 900 "$b/contrib/bench/zv_ep_memory" "$tl" "$dev:1" "$n" 2>"$tmp/err"); then
-            set -- $out
-            printf '%-9s %-9s %12s %12s %12s %8s\n' "$tl" "$n" "$3" "$4" "$5" "$6"
-        else
-            printf '%-9s %-9s %12s (failed: %s)\n' "$tl" "$n" "-" "$(head -c 120 "$tmp/err" | tr '\n' ' ')"
-        fi
+        for way in one both; do
+            args=("$tl" "$dev:1" "$n"); [ $way = one ] || args+=(both)
+            if out=$(LD_PRELOAD=$mod timeout 900 "$b/contrib/bench/zv_ep_memory" "${args[@]}" 2>"$tmp/err"); then
+                set -- $out
+                printf '%-9s %-9s %-5s %12s %12s %12s %8s\n' "$tl" "$n" $way "$3" "$4" "$5" "$6"
+            else
+                printf '%-9s %-9s %-5s %12s (failed: %s)\n' "$tl" "$n" $way "-" "$(head -c 120 "$tmp/err" | tr '\n' ' ')"
+            fi
+        done
     done
 done

@@ -6,10 +6,13 @@
 // connections cost a node). Transports that connect to interfaces (the zv
 // ones, ud_verbs) get one endpoint per connection on the first interface;
 // those that connect endpoint to endpoint (rc_verbs) get one on each side.
+// With "both", each connection is used both ways, as by two MPI processes
+// that talk to each other: transports that connect to interfaces get an
+// endpoint on each side too (rc_zv's two then share one QP at each end).
 // Registered bytes and QPs are the kernel's counts for this process
 // (`rdma resource show mr|qp`, iproute2), 0 where the tool is missing.
 //
-// Usage: zv_ep_memory TRANSPORT DEVICE N   (e.g. ud_zv rxe0:1 1024)
+// Usage: zv_ep_memory TRANSPORT DEVICE N [both]   (e.g. ud_zv rxe0:1 1024)
 // Prints: "<transport> <N> <rss bytes/ep> <heap bytes/ep> <registered
 // bytes/ep> <QPs/ep>" (the last two with two decimals); exit 1 on error.
 #include <uct/api/uct.h>
@@ -195,11 +198,12 @@ void connect_p2p(uct_ep_h ep, const side &peer_side, uct_ep_h peer_ep)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: %s TRANSPORT DEVICE N\n", argv[0]);
+    if ((argc != 4) && !((argc == 5) && (std::strcmp(argv[4], "both") == 0))) {
+        std::fprintf(stderr, "usage: %s TRANSPORT DEVICE N [both]\n", argv[0]);
         return 1;
     }
     const char *tl = argv[1], *dev = argv[2];
+    const bool both = (argc == 5);
     const long n   = std::atol(argv[3]);
     if (n <= 0) {
         std::fprintf(stderr, "zv_ep_memory: N must be positive\n");
@@ -222,19 +226,29 @@ int main(int argc, char **argv)
             peer_eps.push_back(eb);
             return;
         }
-        uct_ep_params_t p = {};
-        p.field_mask      = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        p.iface           = a.iface;
-        p.dev_addr        = reinterpret_cast<const uct_device_addr_t *>(b.dev_addr.data());
-        p.iface_addr      = reinterpret_cast<const uct_iface_addr_t *>(b.iface_addr.data());
-        uct_ep_h ep;
-        must(uct_ep_create(&p, &ep), "uct_ep_create");
-        eps.push_back(ep);
+        auto to_iface = [](side &from, const side &to) {
+            uct_ep_params_t p = {};
+            p.field_mask      = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                                UCT_EP_PARAM_FIELD_IFACE_ADDR;
+            p.iface           = from.iface;
+            p.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(to.dev_addr.data());
+            p.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(to.iface_addr.data());
+            uct_ep_h ep;
+            must(uct_ep_create(&p, &ep), "uct_ep_create");
+            return ep;
+        };
+        eps.push_back(to_iface(a, b));
+        if (both) {
+            peer_eps.push_back(to_iface(b, a));
+        }
     };
     auto settle = [&] {
         auto start = std::chrono::steady_clock::now();
-        for (uct_ep_h ep : eps) {
+        std::vector<uct_ep_h> all(eps);
+        if (both) {
+            all.insert(all.end(), peer_eps.begin(), peer_eps.end());
+        }
+        for (uct_ep_h ep : all) {
             // Connected and idle: flush completes; also send one message
             // so that each connection's send path has been used.
             while (uct_ep_am_short(ep, 1, 0, nullptr, 0) != UCS_OK) {
@@ -250,9 +264,11 @@ int main(int argc, char **argv)
             uct_worker_progress(b.worker);
         }
     };
-    uct_iface_set_am_handler(b.iface, 1,
-                             [](void *, void *, size_t, unsigned) { return UCS_OK; },
-                             nullptr, 0);
+    for (side *s : {&a, &b}) {
+        uct_iface_set_am_handler(s->iface, 1,
+                                 [](void *, void *, size_t, unsigned) { return UCS_OK; },
+                                 nullptr, 0);
+    }
     create();
     settle();
     long rss0 = rss_bytes(), heap0 = heap_bytes();

@@ -497,9 +497,12 @@ void conn_manager::handle_req(const conn_msg &msg)
             return; // answered once the peer answered ours
         }
         if ((mine != nullptr) && (connect(*mine, their) == UCS_OK)) {
-            uint32_t q = mine->qp->qp_num;
-            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, q, 0));
-            finish(q);
+            // Ours is connected to theirs; theirs is once our REP arrives.
+            // Ours is ready once the peer answers its request, sent again
+            // now as a confirmation (naming their QP).
+            (void)send(msg.dev, msg.ud_qpn,
+                       make_msg(conn_msg::rep, msg.conn_id, mine->qp->qp_num, 0));
+            send_req(*mine);
             return;
         }
         // (Ours could not be connected: the peer gets a passive QP instead.)

@@ -34,9 +34,10 @@ namespace zv::iface {
  * REP: the peer's QP is then known to be connected. Two interfaces that
  * connect to each other at the same time pair their fresh QPs instead: the
  * one with the larger address (GID, then UD QPN) connects its oldest fresh
- * QP towards that peer to the REQ's QP and answers with it, and does not
- * wait for its own REP; the smaller one leaves fresh REQs from that peer
+ * QP towards that peer to the REQ's QP, answers with it, and confirms its
+ * own like an adopted one; the smaller one leaves fresh REQs from that peer
  * unanswered while its own fresh ones are unanswered (they are sent again).
+ * Either way an endpoint sends only once the peer's QP is connected.
  * A pair of processes that talk both ways then holds one QP at each end
  * per pair of endpoints, as UCX's rc_verbs does.
  *
