@@ -26,28 +26,11 @@
 #include <unistd.h>
 #include <vector>
 
+#include "uct_side.h"
+
+using namespace zv::bench;
+
 namespace {
-
-struct side {
-    ucs_async_context_t *async  = nullptr;
-    uct_worker_h         worker = nullptr;
-    uct_iface_h          iface  = nullptr;
-    uct_iface_attr_t     attr   = {};
-    std::vector<char>    dev_addr, iface_addr;
-};
-
-[[noreturn]] void die(const char *what, ucs_status_t status)
-{
-    std::fprintf(stderr, "zv_ep_memory: %s: %s\n", what, ucs_status_string(status));
-    std::exit(1);
-}
-
-void must(ucs_status_t status, const char *what)
-{
-    if (status != UCS_OK) {
-        die(what, status);
-    }
-}
 
 long rss_bytes()
 {
@@ -99,79 +82,6 @@ long heap_bytes()
     return static_cast<long>(mi.uordblks + mi.hblkhd);
 }
 
-/// Find the md that offers 'tl' on 'dev'.
-uct_md_h open_md(const char *tl, const char *dev)
-{
-    uct_component_h *components;
-    unsigned num;
-    must(uct_query_components(&components, &num), "uct_query_components");
-    for (unsigned i = 0; i < num; ++i) {
-        uct_component_attr_t attr = {};
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        must(uct_component_query(components[i], &attr), "uct_component_query");
-        std::vector<uct_md_resource_desc_t> res(attr.md_resource_count);
-        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        attr.md_resources = res.data();
-        must(uct_component_query(components[i], &attr), "uct_component_query");
-        for (auto &r : res) {
-            uct_md_config_t *cfg;
-            must(uct_md_config_read(components[i], nullptr, nullptr, &cfg), "md config");
-            uct_md_h md;
-            ucs_status_t status = uct_md_open(components[i], r.md_name, cfg, &md);
-            uct_config_release(cfg);
-            if (status != UCS_OK) {
-                continue;
-            }
-            uct_tl_resource_desc_t *tls;
-            unsigned ntl;
-            must(uct_md_query_tl_resources(md, &tls, &ntl), "tl resources");
-            bool found = false;
-            for (unsigned t = 0; t < ntl; ++t) {
-                found = found || ((std::strcmp(tls[t].tl_name, tl) == 0) &&
-                                  (std::strcmp(tls[t].dev_name, dev) == 0));
-            }
-            uct_release_tl_resource_list(tls);
-            if (found) {
-                uct_release_component_list(components);
-                return md;
-            }
-            uct_md_close(md);
-        }
-    }
-    std::fprintf(stderr, "zv_ep_memory: no memory domain offers %s on %s\n", tl, dev);
-    std::exit(1);
-}
-
-void open_side(side &s, uct_md_h md, const char *tl, const char *dev)
-{
-    must(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &s.async), "async");
-    must(uct_worker_create(s.async, UCS_THREAD_MODE_SINGLE, &s.worker), "worker");
-    uct_iface_config_t *cfg;
-    must(uct_md_iface_config_read(md, tl, nullptr, nullptr, &cfg), "iface config");
-    uct_iface_params_t params   = {};
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = tl;
-    params.mode.device.dev_name = dev;
-    ucs_status_t status = uct_iface_open(md, s.worker, &params, cfg, &s.iface);
-    uct_config_release(cfg);
-    must(status, "uct_iface_open");
-    must(uct_iface_query(s.iface, &s.attr), "uct_iface_query");
-    uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    s.dev_addr.resize(s.attr.device_addr_len);
-    s.iface_addr.resize(s.attr.iface_addr_len);
-    must(uct_iface_get_device_address(s.iface, reinterpret_cast<uct_device_addr_t *>(
-                                                       s.dev_addr.data())), "dev addr");
-    must(uct_iface_get_address(s.iface, reinterpret_cast<uct_iface_addr_t *>(
-                                                s.iface_addr.data())), "iface addr");
-    if (!(s.attr.cap.flags &
-          (UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_CONNECT_TO_EP))) {
-        std::fprintf(stderr, "zv_ep_memory: %s connects neither to interfaces nor to endpoints\n", tl);
-        std::exit(1);
-    }
-}
-
 /// An endpoint of 'from' with no peer yet (endpoint-to-endpoint transports).
 uct_ep_h create_p2p(side &from)
 {
@@ -198,6 +108,7 @@ void connect_p2p(uct_ep_h ep, const side &peer_side, uct_ep_h peer_ep)
 
 int main(int argc, char **argv)
 {
+    prog = "zv_ep_memory";
     if ((argc != 4) && !((argc == 5) && (std::strcmp(argv[4], "both") == 0))) {
         std::fprintf(stderr, "usage: %s TRANSPORT DEVICE N [both]\n", argv[0]);
         return 1;

@@ -159,7 +159,9 @@ ucs_config_field_t zv_uc_iface_config_table[] = {
 
     {"CONN_TIMEOUT", "30s",
      "How long an endpoint tries to reach the peer's interface before it fails\n"
-     "with an endpoint error.",
+     "with an endpoint error. Also how long a closing connection waits for the\n"
+     "peer's answer, and how often a queue pair no endpoint here uses is probed:\n"
+     "one whose peer is gone is destroyed within about three times this.",
      offsetof(zv_uc_iface_config, conn_timeout), UCS_CONFIG_TYPE_TIME},
 
     {"ONE_PACKET", "auto",

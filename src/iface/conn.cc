@@ -226,19 +226,6 @@ ucs_status_t conn_manager::send(const device_addr &peer, uint32_t peer_ud_qpn,
     return UCS_OK;
 }
 
-void conn_manager::send_req(const channel &ch)
-{
-    // A failed send is retried by the timer.
-    (void)send(ch.peer, ch.peer_ud_qpn,
-               make_msg(conn_msg::req, ch.conn_id, ch.qp->qp_num, ch.remote_qpn));
-}
-
-void conn_manager::send_disc(const channel &ch)
-{
-    (void)send(ch.peer, ch.peer_ud_qpn,
-               make_msg(conn_msg::disc, 0, ch.qp->qp_num, ch.remote_qpn));
-}
-
 ibv_qp *conn_manager::claim(const device_addr &peer, uint32_t peer_ud_qpn)
 {
     if (!m_share) {
@@ -254,9 +241,13 @@ ibv_qp *conn_manager::claim(const device_addr &peer, uint32_t peer_ud_qpn)
         channel &ch = m_channels.at(*q);
         if (verbs::qp_in_error(ch.qp)) {
             dead.push_back(*q); // its peer is gone, or the port failed
-        } else {
+        } else if (!ch.probing) { // (a probe WR would overfill its send queue)
             ch.owned = true;
-            qp       = ch.qp;
+            m_idle.erase(*q);
+            qp = ch.qp;
+        } else {
+            ++q;
+            continue;
         }
         q = it->second.erase(q);
     }
@@ -286,7 +277,7 @@ ucs_status_t conn_manager::start(uint64_t conn_id, const device_addr &peer,
     ch.next_try   = now + ch.backoff;
     ch.deadline   = now + m_timeout;
     m_connecting[conn_id] = qp->qp_num;
-    send_req(ch);
+    resend(ch); // a failed send is retried by the timer
     return UCS_OK;
 }
 
@@ -326,7 +317,60 @@ void conn_manager::begin_close(channel &ch)
     m_closing.insert(ch.qp->qp_num);
     ucs_debug("qp 0x%x: closing connected qp 0x%x (peer's 0x%x)", m_qp->qp_num,
               ch.qp->qp_num, ch.remote_qpn);
-    send_disc(ch);
+    resend(ch);
+}
+
+void conn_manager::make_idle(channel &ch)
+{
+    if (m_cb.probe != nullptr) {
+        ch.next_probe = clock::now() + m_timeout;
+        m_idle.insert(ch.qp->qp_num);
+    }
+}
+
+void conn_manager::start_probes(clock::time_point now)
+{
+    // A quarter of the probe interval between scans: each unused QP is
+    // probed between one and 1.25 conn_timeouts after its last probe.
+    m_next_scan = now + m_timeout / 4;
+    for (uint32_t q : m_idle) {
+        channel &ch = m_channels.at(q);
+        if (m_probes >= max_probes) {
+            break; // the rest at the next scan
+        }
+        if (!ch.probing && (now >= ch.next_probe) && (m_cb.probe(m_cb.arg, ch.qp) == UCS_OK)) {
+            ch.probing = true;
+            ++m_probes;
+        }
+    }
+}
+
+void conn_manager::probe_done(uint32_t qpn, bool ok)
+{
+    auto it = m_channels.find(qpn);
+    if ((it == m_channels.end()) || !it->second.probing) {
+        return;
+    }
+    channel &ch = it->second;
+    --m_probes;
+    ch.probing    = false;
+    ch.next_probe = clock::now() + m_timeout;
+    if (!ch.doomed && ok) {
+        return; // the peer's end is there
+    }
+    if (!ch.doomed) {
+        ++m_reclaimed;
+        ucs_debug("qp 0x%x: probe of unused qp 0x%x failed: the peer (UD qp 0x%x) is gone",
+                  m_qp->qp_num, qpn, ch.peer_ud_qpn);
+    }
+    destroy(qpn);
+}
+
+void conn_manager::resend(const channel &ch)
+{
+    uint8_t type = ch.connecting ? conn_msg::req : conn_msg::disc;
+    uint64_t id  = ch.connecting ? ch.conn_id : 0;
+    (void)send(ch.peer, ch.peer_ud_qpn, make_msg(type, id, ch.qp->qp_num, ch.remote_qpn));
 }
 
 void conn_manager::destroy(uint32_t qpn)
@@ -338,12 +382,21 @@ void conn_manager::destroy(uint32_t qpn)
     channel &ch = it->second;
     peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
     if (ch.remote_qpn != 0) {
-        m_by_remote.erase(remote_key(pk.first, pk.second, ch.remote_qpn));
+        auto r = m_by_remote.find(remote_key(pk.first, pk.second, ch.remote_qpn));
+        if ((r != m_by_remote.end()) && (r->second == qpn)) {
+            m_by_remote.erase(r);
+        }
     }
     if (ch.connecting) {
         m_connecting.erase(ch.conn_id);
+        ch.connecting = false;
     }
     m_closing.erase(qpn);
+    m_idle.erase(qpn);
+    if (ch.probing) {
+        ch.doomed = true; // its probe WR completes first (probe_done)
+        return;
+    }
     auto u = m_unused.find(pk);
     if ((u != m_unused.end()) && (u->second.erase(qpn) > 0) && u->second.empty()) {
         m_unused.erase(u);
@@ -502,7 +555,7 @@ void conn_manager::handle_req(const conn_msg &msg)
             // now as a confirmation (naming their QP).
             (void)send(msg.dev, msg.ud_qpn,
                        make_msg(conn_msg::rep, msg.conn_id, mine->qp->qp_num, 0));
-            send_req(*mine);
+            resend(*mine);
             return;
         }
         // (Ours could not be connected: the peer gets a passive QP instead.)
@@ -537,6 +590,7 @@ void conn_manager::handle_req(const conn_msg &msg)
     if (m_share) {
         m_unused[pk].insert(qp->qp_num);
     }
+    make_idle(ch);
     (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qp->qp_num, 0));
 }
 
@@ -557,13 +611,17 @@ void conn_manager::handle_close(const conn_msg &msg)
         }
         break;
     case conn_msg::ack:
-        // Our DISC arrived; the peer still uses its end and will say so.
-        if ((ch != nullptr) && ch->closing && (ch->remote_qpn == their)) {
+        if ((ch == nullptr) || (ch->remote_qpn != their)) {
+            break;
+        }
+        if (ch->closing) {
+            // Our DISC arrived; the peer still uses its end and will say so.
             ch->closing = false;
             m_closing.erase(q);
+            make_idle(*ch);
         }
         break;
-    default: // done
+    default: // done: the peer has no end (any more)
         if ((ch != nullptr) && ch->released && !ch->owned &&
             ((their == 0) || (their == ch->remote_qpn))) {
             destroy(q);
@@ -679,15 +737,17 @@ unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
 
 unsigned conn_manager::check_timers()
 {
-    if (m_connecting.empty() && m_closing.empty()) {
+    if (m_connecting.empty() && m_closing.empty() && m_idle.empty()) {
         return 0;
     }
-    // Due ones first: the callbacks may start, release or destroy others.
     auto now = clock::now();
+    if (!m_idle.empty() && (now >= m_next_scan)) {
+        start_probes(now);
+    }
+    // Due ones first: the callbacks may start, release or destroy others.
     std::vector<uint32_t> due;
     for (const auto &c : m_connecting) {
-        const channel &ch = m_channels.at(c.second);
-        if (now >= ch.next_try) {
+        if (now >= m_channels.at(c.second).next_try) {
             due.push_back(c.second);
         }
     }
@@ -708,19 +768,15 @@ unsigned conn_manager::check_timers()
             if (ch.connecting) {
                 fail(q, UCS_ERR_ENDPOINT_TIMEOUT, "no answer from the peer's interface");
             } else {
-                ucs_debug("qp 0x%x: no answer to DISC from UD qp 0x%x: the peer is gone",
-                          q, ch.peer_ud_qpn);
+                ucs_debug("qp 0x%x: no answer to DISC from UD qp 0x%x: the peer is gone", q,
+                          ch.peer_ud_qpn);
                 destroy(q);
             }
             continue;
         }
         ch.backoff  = std::min<clock::duration>(ch.backoff * 2, std::chrono::seconds(1));
         ch.next_try = now + ch.backoff;
-        if (ch.connecting) {
-            send_req(ch);
-        } else {
-            send_disc(ch);
-        }
+        resend(ch);
     }
     return count;
 }

@@ -47,6 +47,14 @@ namespace zv::iface {
  * once it has destroyed its end (or never knew it). ACK holds the QP until
  * the peer's own DISC; DONE, or no answer within conn_timeout (the peer is
  * gone), ends it.
+ *
+ * Leftovers (when the transport can probe, rc_zv). A QP no local endpoint
+ * uses (a passive one not adopted, or one whose DISC was acknowledged) is
+ * probed once per conn_timeout by the transport: a zero-length RDMA WRITE,
+ * which the peer's device answers whether or not its process progresses.
+ * When it fails (retry exceeded: the peer's QP is gone with its process)
+ * the QP is destroyed. So a peer that dies leaves nothing here for longer
+ * than about a conn_timeout and the transport's retry limit.
  */
 
 /// On-wire connection message (little-endian hosts; all fields validated).
@@ -94,6 +102,9 @@ struct conn_callbacks {
     void (*failed)(void *arg, uint64_t conn_id, ucs_status_t status, const char *why);
     /// A QP is about to be destroyed (neither end uses it); may be null.
     void (*released)(void *arg, ibv_qp *qp);
+    /// Post a signaled probe on an unused QP; its completion is handed to
+    /// probe_done(). May be null: unused QPs are then not probed.
+    ucs_status_t (*probe)(void *arg, ibv_qp *qp);
 };
 
 /// Owns the UD QP of one interface and every connected QP it has set up
@@ -147,6 +158,13 @@ public:
     uint64_t refused() const { return m_refused; }
     /// Times the connection QP was reset after entering the error state.
     uint64_t resets() const { return m_resets; }
+    /// A probe posted by conn_callbacks::probe on QP qpn completed.
+    void probe_done(uint32_t qpn, bool ok);
+    /// Unused QPs destroyed because a probe of them failed.
+    uint64_t reclaimed() const { return m_reclaimed; }
+    /// Most probe WRs in flight at once (the transport's completion queue
+    /// has room for them).
+    static constexpr unsigned max_probes = 16;
 
 private:
     using clock = std::chrono::steady_clock;
@@ -167,9 +185,12 @@ private:
         bool              released    = false; ///< its endpoint left for good
         bool              connecting  = false; ///< our REQ is unanswered
         bool              closing     = false; ///< our DISC is unanswered
+        bool              probing     = false; ///< a probe WR is posted on it
+        bool              doomed      = false; ///< destroyed once the probe completed
         clock::time_point next_try;
         clock::time_point deadline;
         clock::duration   backoff{};
+        clock::time_point next_probe; ///< unused ones: when to probe next
     };
 
     void post_recv(unsigned index);
@@ -182,8 +203,8 @@ private:
     ucs_status_t ah_for(const device_addr &peer, ibv_ah **ah_p);
     conn_msg make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn,
                       uint32_t peer_qpn) const;
-    void send_req(const channel &ch);
-    void send_disc(const channel &ch);
+    /// Send what ch waits an answer to: REQ or DISC.
+    void resend(const channel &ch);
     /// This interface's address (GID, then UD QPN) against the sender's:
     /// <0, 0 (the sender is this interface), >0.
     int compare(const conn_msg &msg) const;
@@ -196,6 +217,9 @@ private:
     void finish(uint32_t qpn);
     void fail(uint32_t qpn, ucs_status_t status, const char *why);
     void begin_close(channel &ch);
+    /// ch has no local user now: probe it from time to time.
+    void make_idle(channel &ch);
+    void start_probes(clock::time_point now);
     void destroy(uint32_t qpn);
     void poll_send();
     unsigned handle_wcs(const ibv_wc *wc, int n);
@@ -224,9 +248,13 @@ private:
     /// down): nothing is posted until it is reset.
     bool                               m_broken = false;
     uint64_t                           m_resets = 0;
+    uint64_t                           m_reclaimed = 0;
     std::map<uint32_t, channel>        m_channels;   ///< by our QP number
     std::map<uint64_t, uint32_t>       m_connecting; ///< conn_id -> our QP
     std::set<uint32_t>                 m_closing;    ///< DISC unanswered
+    std::set<uint32_t>                 m_idle;       ///< no local user, probed
+    unsigned                           m_probes  = 0; ///< probe WRs posted
+    clock::time_point                  m_next_scan;  ///< of m_idle for probes
     std::map<remote_key, uint32_t>     m_by_remote;
     std::map<peer_key, std::set<uint32_t>> m_unused; ///< passive, no user yet
     std::map<peer_key, unsigned>       m_per_peer;   ///< passive QPs per peer

@@ -180,7 +180,12 @@ void process_send_completion(rc_iface *iface, const ibv_wc &wc)
     uint32_t seq  = static_cast<uint32_t>(wc.wr_id);
     rc_ep *ep     = (slot < iface->slots.size()) ? iface->slots[slot] : nullptr;
     if (__builtin_expect(ep == nullptr, 0)) {
-        ucs_debug("send completion for unknown slot %u", slot);
+        if (slot == probe_slot) {
+            --iface->tx_outstanding;
+            iface->conn.probe_done(wc.qp_num, wc.status == IBV_WC_SUCCESS);
+        } else {
+            ucs_debug("send completion for unknown slot %u", slot);
+        }
         return;
     }
 
@@ -406,6 +411,29 @@ ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer,
         verbs::destroy_qp(*qp_p);
     }
     return status;
+}
+
+ucs_status_t probe_qp(void *arg, ibv_qp *qp)
+{
+    // A zero-length RDMA WRITE: the peer's device acknowledges it (no
+    // memory is touched), or, with its QP gone, the retries run out. It
+    // takes a slot of the interface's send completion queue like any WR.
+    rc_iface *iface = static_cast<rc_iface *>(arg);
+    if (iface->tx_outstanding >= iface->settings.tx_cq_len) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ibv_send_wr wr = {};
+    wr.wr_id       = static_cast<uint64_t>(probe_slot) << 32;
+    wr.opcode      = IBV_WR_RDMA_WRITE;
+    wr.send_flags  = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad;
+    int ret = ibv_post_send(qp, &wr, &bad);
+    if (ret != 0) {
+        ucs_debug("qp 0x%x: cannot post a probe: %s", qp->qp_num, strerror(ret));
+        return verbs::status_from_errno(ret);
+    }
+    ++iface->tx_outstanding;
+    return UCS_OK;
 }
 
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)

@@ -60,6 +60,8 @@ ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer
                            uint32_t peer_qpn);
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn);
 void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const char *why);
+/// Probe an unused QP (conn_callbacks::probe).
+ucs_status_t probe_qp(void *arg, ibv_qp *qp);
 
 /// Mark the endpoint failed: complete its work with 'status' and report
 /// to UCT's error handling (once); 'why' says what happened, for the log.

@@ -497,7 +497,8 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     iface->atomics = (dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
 
     iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
-                                connection_established, connection_failed, nullptr};
+                                connection_established, connection_failed, nullptr,
+                                probe_qp};
     status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout,
                               iface->channel, "UCX_RC_ZV_MAX_PEER_CONNS", true);
     if (status != UCS_OK) {

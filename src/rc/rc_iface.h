@@ -15,6 +15,10 @@ namespace zv::rc {
 
 struct rc_ep;
 
+/// The slot (high half of a send wr_id) of the connection manager's probes
+/// of unused QPs (conn_callbacks::probe): no endpoint has it.
+constexpr uint32_t probe_slot = 0xffffffffu;
+
 /// am_zcopy's limits, as iface_query advertises them: the header is copied
 /// into a send buffer, which takes the first of the WR's four SGEs.
 constexpr unsigned am_zcopy_max_hdr = 128;

@@ -267,7 +267,7 @@ ucs_status_t uc_create_resources(ud_iface *iface)
     // the passive side's sends would need their own reliability state.
     iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
                                 connection_established, connection_failed,
-                                passive_released};
+                                passive_released, nullptr};
     return iface->conn.init(&iface->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
                             nullptr, "UCX_UC_ZV_MAX_PEER_CONNS", false);
 }

@@ -10,6 +10,8 @@
 #  - peer death: one rank killed with SIGKILL in the middle of 4 MiB
 #    transfers; mpirun must end the job with an error within
 #    ZV_KILL_LIMIT seconds (default 60) and leave no rank behind;
+#  - a peer killed and restarted ZV_RESTARTS times (default 50) against a
+#    survivor at the UCT level: the survivor's QPs and memory stay flat;
 #  - a port that goes down and comes back: the link under the device
 #    (rxe's netdev) down for ZV_FLAP_DOWN seconds (default 6) in the middle
 #    of 30 s of checked traffic (zv_soak, up to 64 KiB), then up; rc_verbs
@@ -141,6 +143,66 @@ for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
     check "rank killed mid-transfer over $fs_tl: job ends with an error within $fs_limit s" \
         bash -c "[[ '$fs_rc' =~ ^[0-9]+\$ ]] && test '$fs_rc' != 0"
     check "rank killed mid-transfer over $fs_tl: no rank left behind" test -z "$fs_left"
+done
+
+# ---- a peer killed and restarted, again and again, against one survivor
+# (contrib/bench/zv_restart at the UCT level): each peer connects to the
+# survivor's interface, delivers 16 messages and is killed with SIGKILL.
+# What the survivor holds for it (the passive QP) must go: its QP count
+# back to where it started and its resident memory flat. The survivor
+# probes unused QPs every CONN_TIMEOUT (2 s here) with RC retries cut to
+# ~0.3 s, so a dead peer's QP goes within seconds. ZV_RESTARTS (default
+# 50; the long form is ZV_RESTARTS=1000, about 10 minutes). uc_zv does not
+# probe (its UC QPs would need a software probe, which a peer that
+# computes without progress could not answer): its figures are printed,
+# not judged.
+fs_qps_of() { rdma resource show qp 2>/dev/null | grep -cE " type (RC|UC) .* pid $1 "; }
+fs_rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+fs_restarts=${ZV_RESTARTS:-50}
+for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
+    case $fs_tl in rc_zv|uc_zv) ;; *) continue ;; esac
+    grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
+    fs_T=$(echo "$fs_tl" | tr a-z A-Z)
+    fs_f=$ms_dir/restart.addr; rm -f "$fs_f"
+    env LD_PRELOAD="$b/.libs/libuct_zv.so.0" UCX_${fs_T}_CONN_TIMEOUT=2s \
+        UCX_RC_ZV_TIMEOUT=20ms UCX_RC_ZV_RETRY_COUNT=3 \
+        "$b/contrib/bench/zv_restart" serve $fs_tl "$dev:1" "$fs_f" > "$ms_dir/serve.out" 2>&1 &
+    fs_srv=$!
+    fs_restart() { # one peer: connect, deliver, SIGKILL; 0 if it was ready
+        local p i
+        LD_PRELOAD="$b/.libs/libuct_zv.so.0" "$b/contrib/bench/zv_restart" peer $fs_tl \
+            "$dev:1" "$fs_f" > "$ms_dir/peer.out" 2>&1 &
+        p=$!
+        for i in $(seq 200); do grep -q ready "$ms_dir/peer.out" && break; sleep 0.05; done
+        kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+        grep -q ready "$ms_dir/peer.out"
+    }
+    fs_settle() { # wait (up to 60 s) until the survivor holds no connected QP
+        local i
+        for i in $(seq 120); do [ "$(fs_qps_of $fs_srv)" = 0 ] && return 0; sleep 0.5; done
+        return 1
+    }
+    for i in $(seq 50); do [ -s "$fs_f" ] && break; sleep 0.1; done
+    fs_ok=0; fs_t0=$SECONDS
+    fs_n=$fs_restarts; [ $fs_tl = rc_zv ] || fs_n=$((fs_n < 10 ? fs_n : 10)) # (uc: known to stay)
+    for i in 1 2 3; do fs_restart && fs_ok=$((fs_ok + 1)); done   # warm-up
+    if [ $fs_tl = rc_zv ]; then fs_settle; else sleep 5; fi
+    fs_q0=$(fs_qps_of $fs_srv); fs_r0=$(fs_rss_of $fs_srv)
+    for i in $(seq "$fs_n"); do fs_restart && fs_ok=$((fs_ok + 1)); done
+    fs_qmax=$(fs_qps_of $fs_srv)
+    if [ $fs_tl = rc_zv ]; then fs_settle; else sleep 5; fi
+    fs_q1=$(fs_qps_of $fs_srv); fs_r1=$(fs_rss_of $fs_srv)
+    echo "  $fs_tl: $fs_n peers killed ($fs_ok of $((fs_n + 3)) delivered first) in" \
+         "$((SECONDS - fs_t0)) s; survivor QPs $fs_q0 -> $fs_qmax right after the last -> $fs_q1;" \
+         "RSS $fs_r0 -> $fs_r1 KiB"
+    kill $fs_srv 2>/dev/null; wait $fs_srv 2>/dev/null
+    if [ $fs_tl = rc_zv ]; then
+        check "rc_zv: every peer delivered before it was killed" test $fs_ok = $((fs_restarts + 3))
+        check "rc_zv: $fs_restarts killed peers leave the survivor no QP ($fs_q0 -> $fs_q1)" \
+              test "$fs_q1" = "$fs_q0"
+        check "rc_zv: ... and its resident memory flat ($fs_r0 -> $fs_r1 KiB, at most +1024)" \
+              test $((fs_r1 - fs_r0)) -le 1024
+    fi
 done
 
 # ---- a port that goes down and comes back (see the header)
