@@ -25,7 +25,8 @@
 #   ZV_SOAK_SECONDS    soak length per transport (default 60 s, 600 s full)
 #   ZV_TWO_HOST_TIMEOUT  the two-VM boot's limit (default 1200 s, 7200 s full)
 #   ZV_TWO_HOST_PARTS  which parts run after the setup checks (default
-#                      "wire soak cut kill"; cut only in the full run): e.g.
+#                      "wire soak coll8 cut kill"; cut only in the full run;
+#                      coll8: 8 ranks, 4 per VM, collectives): e.g.
 #                      ZV_TWO_HOST_PARTS=soak ZV_SOAK_SECONDS=600 is the
 #                      10-minute soak alone
 # Prints "ok   - ..." / "FAIL - ..." / "skip - ..." lines and ends with
@@ -34,7 +35,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 full=${ZV_TWO_HOST_FULL:-0}
-parts=" ${ZV_TWO_HOST_PARTS:-wire soak cut kill} "
+parts=" ${ZV_TWO_HOST_PARTS:-wire soak coll8 cut kill} "
 part() { case $parts in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 pass=0 fail=0 skip=0
 ok()   { pass=$((pass + 1)); echo "ok   - $*"; }
@@ -232,6 +233,35 @@ guest() {
         check "$tl soak with loss 1%: zero errors, resident memory bounded" [ $rc = 0 ]
     done
     zv-wire both clear
+
+    # ---- more ranks than cores (correctness only, never timed): 8 ranks,
+    # 4 on each VM (--oversubscribe), the collectives of zv_coll 1 B..16 KiB
+    # data validated, over rc_zv,ud_zv: with UCX_NUM_EPS=4096 UCP must take
+    # ud_zv for the peers (rc_zv's max_num_eps is below), and with the job's
+    # own size rc_zv. The lanes are read from UCP's ep_cfg lines.
+    if part coll8 && case " $tls " in *" rc_zv "*) true ;; *) false ;; esac &&
+       case " $tls " in *" ud_zv "*) true ;; *) false ;; esac; then
+        local neps want
+        for neps in 4096 8; do
+            want=$([ $neps = 4096 ] && echo ud_zv || echo rc_zv)
+            hdr "8 ranks (4 + 4), collectives over rc_zv,ud_zv, UCX_NUM_EPS=$neps"
+            t=$(now)
+            timeout -k 10 600 mpirun --allow-run-as-root -np 8 --host "zv-a:4,$peer:4" \
+                --oversubscribe --mca pml ucx --mca pml_ucx_devices rxe0 \
+                --mca pml_ucx_tls rc_zv,ud_zv -x UCX_TLS=rc_zv,ud_zv,self \
+                -x UCX_NET_DEVICES=rxe0:1 -x UCX_NUM_EPS=$neps -x UCX_LOG_LEVEL=info \
+                "$b/mpi-tests/zv_coll" -t all -S 16384 -i 2 >"$tmp/coll8.$neps" 2>&1
+            rc=$?
+            echo "   exit $rc after $(since "$t") s; $(grep -c 'ep_cfg\[[0-9]*\]: tag(' "$tmp/coll8.$neps") ep configs:" \
+                 "$(grep -o 'ep_cfg\[[0-9]*\]: tag([^)]*)' "$tmp/coll8.$neps" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+            [ $rc = 0 ] || tail -n 8 "$tmp/coll8.$neps"
+            check "8 ranks over two VMs, UCX_NUM_EPS=$neps: collectives data validated" [ $rc = 0 ]
+            check "8 ranks, UCX_NUM_EPS=$neps: UCP's remote endpoints use $want" \
+                sh -c "grep -o 'ep_cfg\[[1-9][0-9]*\]: tag([^)]*)' '$tmp/coll8.$neps' | grep -q '$want' &&
+                       ! grep -o 'ep_cfg\[[1-9][0-9]*\]: tag([^)]*)' '$tmp/coll8.$neps' |
+                         grep -q '$([ $want = ud_zv ] && echo rc_zv || echo ud_zv)'"
+        done
+    fi
 
     # ---- full run: the wire is cut for 5 s mid-run (less than the ssh and
     # Open MPI keep-alives allow); the job must ride it out
