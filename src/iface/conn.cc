@@ -691,6 +691,9 @@ unsigned conn_manager::progress()
     }
     int n = ibv_poll_cq(m_cq, 16, wc);
     count += handle_wcs(wc, n);
+    // A full batch: more are likely queued (a burst of requests): poll on
+    // every progress until the queue is drained, not every 32nd.
+    m_backlog = (n == 16);
     if (__builtin_expect(m_broken, 0)) {
         recover();
     }

@@ -149,7 +149,9 @@ public:
     /// Handle incoming messages and retransmissions. Returns events handled.
     unsigned progress();
 
-    bool busy() const { return !m_connecting.empty() || !m_closing.empty(); }
+    /// Connections being set up or closed, or messages left unread: the
+    /// interface then calls progress() every time, not every 32nd.
+    bool busy() const { return !m_connecting.empty() || !m_closing.empty() || m_backlog; }
     /// Connected QPs this manager holds (in use, unused, or closing).
     size_t qp_count() const { return m_channels.size(); }
     /// Messages dropped because they did not come from the interface they
@@ -229,7 +231,7 @@ private:
     void recover();
     unsigned check_timers();
 
-    static constexpr unsigned rx_count  = 64;
+    static constexpr unsigned rx_count  = 256; // a burst of requests at job start
     static constexpr unsigned rx_size   = 40 + 256; // GRH + message
     static constexpr uint32_t qkey      = 0x1a2b3c4d;
 
@@ -263,6 +265,7 @@ private:
     uint64_t                           m_refused = 0;
     bool                               m_warned  = false;
     std::map<std::vector<uint8_t>, ibv_ah *> m_ahs;
+    bool                               m_backlog = false; ///< last poll was full
     ibv_wc                             m_stash[16];
     int                                m_stash_count = 0;
 };

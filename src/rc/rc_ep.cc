@@ -390,7 +390,7 @@ void ep_destroy(uct_ep_h uct_ep)
 }
 
 ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
-                        uint32_t peer_qpn)
+                           uint32_t peer_qpn)
 {
     rc_iface *iface = static_cast<rc_iface *>(arg);
     return verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn, remote_access,
