@@ -137,20 +137,9 @@ int main(int argc, char **argv)
             peer_eps.push_back(eb);
             return;
         }
-        auto to_iface = [](side &from, const side &to) {
-            uct_ep_params_t p = {};
-            p.field_mask      = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                                UCT_EP_PARAM_FIELD_IFACE_ADDR;
-            p.iface           = from.iface;
-            p.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(to.dev_addr.data());
-            p.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(to.iface_addr.data());
-            uct_ep_h ep;
-            must(uct_ep_create(&p, &ep), "uct_ep_create");
-            return ep;
-        };
-        eps.push_back(to_iface(a, b));
+        eps.push_back(connect_to_iface(a, b.dev_addr, b.iface_addr));
         if (both) {
-            peer_eps.push_back(to_iface(b, a));
+            peer_eps.push_back(connect_to_iface(b, a.dev_addr, a.iface_addr));
         }
     };
     auto settle = [&] {

@@ -80,15 +80,7 @@ int peer(side &s, const char *file)
         std::fprintf(stderr, "%s: cannot read %s\n", prog, file);
         return 1;
     }
-    std::vector<char> dev = from_hex(dev_hex), iface = from_hex(iface_hex);
-    uct_ep_params_t p = {};
-    p.field_mask      = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    p.iface           = s.iface;
-    p.dev_addr        = reinterpret_cast<const uct_device_addr_t *>(dev.data());
-    p.iface_addr      = reinterpret_cast<const uct_iface_addr_t *>(iface.data());
-    uct_ep_h ep;
-    must(uct_ep_create(&p, &ep), "uct_ep_create");
+    uct_ep_h ep = connect_to_iface(s, from_hex(dev_hex), from_hex(iface_hex));
     for (uint64_t i = 0; i < 16;) {
         ucs_status_t st = uct_ep_am_short(ep, 1, i, nullptr, 0);
         if (st == UCS_OK) {

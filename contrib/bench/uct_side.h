@@ -114,6 +114,21 @@ inline void open_side(side &s, uct_md_h md, const char *tl, const char *dev)
 }
 
 
+/// An endpoint of 'from' connected to the interface with these addresses.
+inline uct_ep_h connect_to_iface(side &from, const std::vector<char> &dev_addr,
+                                 const std::vector<char> &iface_addr)
+{
+    uct_ep_params_t p = {};
+    p.field_mask      = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    p.iface           = from.iface;
+    p.dev_addr        = reinterpret_cast<const uct_device_addr_t *>(dev_addr.data());
+    p.iface_addr      = reinterpret_cast<const uct_iface_addr_t *>(iface_addr.data());
+    uct_ep_h ep;
+    must(uct_ep_create(&p, &ep), "uct_ep_create");
+    return ep;
+}
+
 } // namespace zv::bench
 
 #endif

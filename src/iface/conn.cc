@@ -62,6 +62,7 @@ ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
     m_cb        = cb;
     m_timeout   = std::chrono::duration_cast<clock::duration>(
             std::chrono::duration<double>(timeout_sec));
+    get_device_address(&iface->super.super, reinterpret_cast<uct_device_addr_t *>(&m_self));
 
     const verbs::device &dev = iface->md->dev;
     m_cq = ibv_create_cq(dev.ctx(), rx_count + 64, nullptr, channel, 0);
@@ -152,8 +153,7 @@ conn_msg conn_manager::make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn,
     msg.qpn       = qpn;
     msg.ud_qpn    = m_qp->qp_num;
     msg.peer_qpn  = peer_qpn;
-    get_device_address(&m_iface->super.super,
-                       reinterpret_cast<uct_device_addr_t *>(&msg.dev));
+    msg.dev       = m_self;
     return msg;
 }
 
@@ -478,9 +478,7 @@ conn_manager::channel *conn_manager::fresh_connecting(const peer_key &peer)
 
 int conn_manager::compare(const conn_msg &msg) const
 {
-    device_addr self;
-    get_device_address(&m_iface->super.super, reinterpret_cast<uct_device_addr_t *>(&self));
-    int cmp = std::memcmp(self.gid, msg.dev.gid, sizeof(self.gid));
+    int cmp = std::memcmp(m_self.gid, msg.dev.gid, sizeof(m_self.gid));
     if (cmp != 0) {
         return cmp;
     }

@@ -152,8 +152,6 @@ public:
     /// Connections being set up or closed, or messages left unread: the
     /// interface then calls progress() every time, not every 32nd.
     bool busy() const { return !m_connecting.empty() || !m_closing.empty() || m_backlog; }
-    /// Connected QPs this manager holds (in use, unused, or closing).
-    size_t qp_count() const { return m_channels.size(); }
     /// Messages dropped because they did not come from the interface they
     /// name, and connection requests refused by the per-peer limit.
     uint64_t spoofed() const { return m_spoofed; }
@@ -236,6 +234,7 @@ private:
     static constexpr uint32_t qkey      = 0x1a2b3c4d;
 
     zv_iface                          *m_iface   = nullptr;
+    device_addr                        m_self    = {}; ///< this interface's port
     ibv_qp_type                        m_transport = IBV_QPT_RC;
     bool                               m_share   = false;
     conn_callbacks                     m_cb      = {};

@@ -204,10 +204,13 @@ void destroy_resources(rc_iface *iface)
             }
         }
     }
-    if ((iface->conn.spoofed() + iface->conn.refused()) != 0) {
+    if ((iface->conn.spoofed() + iface->conn.refused() + iface->conn.reclaimed() +
+         iface->conn.resets()) != 0) {
         ucs_debug("rc_zv iface %p: %lu connection messages not from the interface they "
-                  "named, %lu connection requests refused (MAX_PEER_CONNS)", iface,
-                  iface->conn.spoofed(), iface->conn.refused());
+                  "named, %lu connection requests refused (MAX_PEER_CONNS), %lu unused "
+                  "QPs of gone peers destroyed, %lu connection QP resets", iface,
+                  iface->conn.spoofed(), iface->conn.refused(), iface->conn.reclaimed(),
+                  iface->conn.resets());
     }
     iface->conn.~conn_manager();
     new (&iface->conn) iface::conn_manager();

@@ -422,12 +422,12 @@ void iface_close(uct_iface_h uct_iface)
     uct_base_iface_progress_disable(uct_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
               "order dropped, %lu invalid, %lu spoofed, %lu connections refused, "
-              "%lu puts received, %lu zero-copy puts sent; "
+              "%lu puts received, %lu zero-copy puts sent, %lu QP resets; "
               "injected %lu drops, %lu duplicates, %lu reorders",
               iface->uc ? "uc_zv" : "ud_zv", iface, iface->resent, iface->dup_rx,
               iface->gap_rx, iface->bad_rx, iface->spoofed_rx + iface->conn.spoofed(),
               iface->refused_conns + iface->conn.refused(), iface->rx_puts,
-              iface->tx_put_zcopy,
+              iface->tx_put_zcopy, iface->qp_resets + iface->conn.resets(),
               iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
     if (iface->held_buf != nullptr) {
         iface::buffer_pool::put(iface->held_buf);

@@ -159,6 +159,20 @@ done
 fs_qps_of() { rdma resource show qp 2>/dev/null | grep -cE " type (RC|UC) .* pid $1 "; }
 fs_rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 fs_restarts=${ZV_RESTARTS:-50}
+fs_restart() { # one peer of $fs_tl to $fs_f: connect, deliver, SIGKILL; 0 if it was ready
+    local p i
+    LD_PRELOAD="$b/.libs/libuct_zv.so.0" "$b/contrib/bench/zv_restart" peer $fs_tl \
+        "$dev:1" "$fs_f" > "$ms_dir/peer.out" 2>&1 &
+    p=$!
+    for i in $(seq 200); do grep -q ready "$ms_dir/peer.out" && break; sleep 0.05; done
+    kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+    grep -q ready "$ms_dir/peer.out"
+}
+fs_settle() { # wait (up to 60 s) until the survivor $fs_srv holds no connected QP
+    local i
+    for i in $(seq 120); do [ "$(fs_qps_of $fs_srv)" = 0 ] && return 0; sleep 0.5; done
+    return 1
+}
 for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
     case $fs_tl in rc_zv|uc_zv) ;; *) continue ;; esac
     grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
@@ -168,20 +182,6 @@ for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
         UCX_RC_ZV_TIMEOUT=20ms UCX_RC_ZV_RETRY_COUNT=3 \
         "$b/contrib/bench/zv_restart" serve $fs_tl "$dev:1" "$fs_f" > "$ms_dir/serve.out" 2>&1 &
     fs_srv=$!
-    fs_restart() { # one peer: connect, deliver, SIGKILL; 0 if it was ready
-        local p i
-        LD_PRELOAD="$b/.libs/libuct_zv.so.0" "$b/contrib/bench/zv_restart" peer $fs_tl \
-            "$dev:1" "$fs_f" > "$ms_dir/peer.out" 2>&1 &
-        p=$!
-        for i in $(seq 200); do grep -q ready "$ms_dir/peer.out" && break; sleep 0.05; done
-        kill -9 $p 2>/dev/null; wait $p 2>/dev/null
-        grep -q ready "$ms_dir/peer.out"
-    }
-    fs_settle() { # wait (up to 60 s) until the survivor holds no connected QP
-        local i
-        for i in $(seq 120); do [ "$(fs_qps_of $fs_srv)" = 0 ] && return 0; sleep 0.5; done
-        return 1
-    }
     for i in $(seq 50); do [ -s "$fs_f" ] && break; sleep 0.1; done
     fs_ok=0; fs_t0=$SECONDS
     fs_n=$fs_restarts; [ $fs_tl = rc_zv ] || fs_n=$((fs_n < 10 ? fs_n : 10)) # (uc: known to stay)

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace zv::test {
@@ -78,6 +80,16 @@ protected:
                 << "endpoint did not connect";
     }
 
+    /// An endpoint a->b, connected, then one b->a (which adopts its QP).
+    std::pair<uct_ep_h, uct_ep_h> connect_both_ways()
+    {
+        uct_ep_h ab = create_ep(m_a, m_b);
+        wait_connected(ab);
+        uct_ep_h ba = create_ep(m_b, m_a);
+        wait_connected(ba);
+        return {ab, ba};
+    }
+
     /// Send 'v' on ep and wait until 'to' got it.
     void deliver(uct_ep_h ep, uint64_t v, sink &to)
     {
@@ -122,10 +134,8 @@ class rc_share : public qp_count {};
 
 TEST_P(rc_share, endpoints_both_ways_share_one_qp_each_end)
 {
-    uct_ep_h ab = create_ep(m_a, m_b);
-    wait_connected(ab);
-    uct_ep_h ba = create_ep(m_b, m_a);
-    wait_connected(ba);
+    uct_ep_h ab, ba;
+    std::tie(ab, ba) = connect_both_ways();
     EXPECT_EQ(2, kernel_qps("RC")) << "rc_verbs holds one QP at each end";
     deliver(ab, 1, m_at_b);
     deliver(ba, 2, m_at_a);
@@ -170,10 +180,8 @@ TEST_P(rc_share, crossing_connections_pair_into_one)
 
 TEST_P(rc_share, an_end_that_left_keeps_its_qp_while_the_peer_sends)
 {
-    uct_ep_h ab = create_ep(m_a, m_b);
-    wait_connected(ab);
-    uct_ep_h ba = create_ep(m_b, m_a);
-    wait_connected(ba);
+    uct_ep_h ab, ba;
+    std::tie(ab, ba) = connect_both_ways();
     uct_ep_destroy(ab);
     progress_for(0.5); // long enough for the close handshake to have run
     EXPECT_EQ(2, kernel_qps("RC"));
