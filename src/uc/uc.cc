@@ -12,12 +12,19 @@ namespace zv::ud {
 
 /*
  * uc_zv is ud_zv's reliability (src/ud/rel.h: sequence numbers, window,
- * acks, retransmission, peer timeout) carried by one UC queue pair per
- * connection instead of one UD queue pair per interface. Connections are
- * set up by the connection manager rc_zv uses (src/iface/conn.h): an
- * endpoint's UC QP sends, the passive UC QP the peer creates for it
- * receives (into the peer's SRQ) and sends the acknowledgements back.
- * Packets are matched to their connection by the QP they arrive on.
+ * acks, retransmission, peer timeout) carried by UC queue pairs instead of
+ * one UD queue pair per interface. Connections are set up by the
+ * connection manager rc_zv uses (src/iface/conn.h), with one QP for both
+ * directions: the passive UC QP the peer's request creates here is adopted
+ * by the first endpoint of ours towards that peer, as in rc_zv.
+ *
+ * So every connected QP carries up to two one-way streams, each with its
+ * own reliability state: an endpoint's (ud_ep: its sends, and the acks for
+ * them that come back) and a receive connection's (rx_conn: the peer's
+ * sends, and the acks that go back). Every connected QP has a receive
+ * connection from the moment it is connected; an endpoint is added when
+ * one of ours uses it. A packet goes by its type: DATA and puts to the QP's
+ * receive connection, ACK and NAK to its endpoint.
  *
  * Active messages are SENDs with ud_hdr in front. A put is an RDMA WRITE
  * with immediate data: UC drops a message that lost any packet, and the
@@ -53,37 +60,7 @@ ucs_status_t create_uc_qp(ud_iface *iface, ibv_qp **qp_p, unsigned *max_inline =
 
 // ---------------------------------------------------------------- connections
 
-ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t peer_qpn,
-                            ibv_qp **qp_p)
-{
-    auto *iface = static_cast<ud_iface *>(arg);
-    ibv_qp *qp;
-    ucs_status_t status = create_uc_qp(iface, &qp);
-    if (status != UCS_OK) {
-        return status;
-    }
-    status = verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn, passive_access,
-                               verbs::rc_timing{});
-    auto *c = (status == UCS_OK) ? new (std::nothrow) rx_conn{} : nullptr;
-    if (c == nullptr) {
-        verbs::destroy_qp(qp);
-        return (status == UCS_OK) ? UCS_ERR_NO_MEMORY : status;
-    }
-    c->qp       = qp;
-    c->peer_qpn = peer_qpn;
-    c->rx.init(&iface->settings.rel);
-    if (iface->conns.full()) {
-        verbs::destroy_qp(qp);
-        delete c;
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
-    c->id = iface->conns.add(c);
-    iface->conn_by_qp[qp->qp_num] = c;
-    *qp_p = qp;
-    return UCS_OK;
-}
-
-void passive_released(void *arg, ibv_qp *qp)
+void qp_released(void *arg, ibv_qp *qp)
 {
     auto *iface = static_cast<ud_iface *>(arg);
     auto it     = iface->conn_by_qp.find(qp->qp_num);
@@ -94,12 +71,53 @@ void passive_released(void *arg, ibv_qp *qp)
     }
 }
 
+/// The receive connection of a connected QP (the peer's sends on it).
+ucs_status_t add_rx_conn(ud_iface *iface, ibv_qp *qp, uint32_t peer_qpn)
+{
+    if (iface->conn_by_qp.count(qp->qp_num) != 0) {
+        return UCS_OK;
+    }
+    if (iface->conns.full()) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    auto *c = new (std::nothrow) rx_conn{};
+    if (c == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    c->qp       = qp;
+    c->peer_qpn = peer_qpn;
+    c->rx.init(&iface->settings.rel);
+    c->id = iface->conns.add(c);
+    iface->conn_by_qp[qp->qp_num] = c;
+    return UCS_OK;
+}
+
 ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
                            uint32_t peer_qpn)
 {
+    auto *iface         = static_cast<ud_iface *>(arg);
+    ucs_status_t status = verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn,
+                                            passive_access, verbs::rc_timing{});
+    return (status == UCS_OK) ? add_rx_conn(iface, qp, peer_qpn) : status;
+}
+
+ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t peer_qpn,
+                            ibv_qp **qp_p)
+{
     auto *iface = static_cast<ud_iface *>(arg);
-    return verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn, passive_access,
-                             verbs::rc_timing{});
+    ibv_qp *qp;
+    ucs_status_t status = create_uc_qp(iface, &qp);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = connect_ep_qp(iface, qp, peer, peer_qpn);
+    if (status != UCS_OK) {
+        qp_released(iface, qp);
+        verbs::destroy_qp(qp);
+        return status;
+    }
+    *qp_p = qp;
+    return UCS_OK;
 }
 
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
@@ -136,10 +154,15 @@ ucs_status_t uc_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         return status;
     }
     ud_iface *iface = ep->iface;
-    status          = create_uc_qp(iface, &ep->qp);
-    if (status != UCS_OK) {
-        ep_discard(ep);
-        return status;
+    // The QP the peer connected here for an endpoint of its own, if one is
+    // unused: both directions then share it.
+    ep->qp = iface->conn.claim(ep->peer, ep->peer_qpn);
+    if (ep->qp == nullptr) {
+        status = create_uc_qp(iface, &ep->qp);
+        if (status != UCS_OK) {
+            ep_discard(ep);
+            return status;
+        }
     }
     ep_register(ep);
     iface->ep_by_qp[ep->qp->qp_num] = ep;
@@ -158,13 +181,11 @@ void uc_ep_destroy(uct_ep_h uct_ep)
     ud_ep *ep       = to_ep(uct_ep);
     ud_iface *iface = ep->iface;
     iface->ep_by_qp.erase(ep->qp->qp_num);
-    // Flush what is still posted: its completions release the descriptors
-    // before the QP goes back to the connection manager with the endpoint
-    // (ep_free), which closes it with the peer. A QP that never left RESET
-    // has nothing posted.
-    if (ep->peer_conn != 0) {
-        verbs::qp_to_error(ep->qp);
-    }
+    // Not flushed: the peer may still send on the QP (its receive
+    // connection here stays). Every send is signaled, so the endpoint's
+    // descriptors are released by their completions, and the QP goes back
+    // to the connection manager with the endpoint (ep_free), which closes
+    // it with the peer.
     ep_release(ep);
 }
 
@@ -255,21 +276,19 @@ ucs_status_t uc_create_resources(ud_iface *iface)
         return status;
     }
     verbs::destroy_qp(probe);
-    // A peer costs an endpoint's QP and the passive QP its endpoint has
-    // here, each with a full send queue (the passive side sends the acks).
+    // A peer costs one QP with a full send queue (both directions share
+    // it), its endpoint and its receive connection.
     iface::conn_cost cost;
-    cost.qps         = 2;
-    cost.sq_wrs      = 2 * iface->super.settings.tx_queue_len;
+    cost.qps         = 1;
+    cost.sq_wrs      = iface->super.settings.tx_queue_len;
     cost.wqe_bytes   = iface::wqe_bytes(max_sge, iface->max_inline);
     cost.state_bytes = sizeof(ud_ep) + sizeof(rx_conn);
     iface::set_auto_max_eps(&iface->super, cost, "uc_zv");
-    // The directions do not share a QP (yet): the endpoint's receives and
-    // the passive side's sends would need their own reliability state.
     iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
                                 connection_established, connection_failed,
-                                passive_released, nullptr};
+                                qp_released, nullptr};
     return iface->conn.init(&iface->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
-                            nullptr, "UCX_UC_ZV_MAX_PEER_CONNS", false);
+                            nullptr, "UCX_UC_ZV_MAX_PEER_CONNS", true);
 }
 
 bool uc_one_packet(const ud_iface *iface)

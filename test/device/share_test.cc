@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Connected queue pairs as the kernel counts them (`rdma resource show qp`):
-//  - rc_zv: two interfaces that connect to each other, one after the other
-//    or at the same time, hold one RC QP at each end, as UCX's rc_verbs
-//    does; both directions carry data (AM, RDMA READ) on it;
+//  - rc_zv and uc_zv: two interfaces that connect to each other, one after
+//    the other or at the same time, hold one QP at each end, as UCX's
+//    rc_verbs does; both directions carry data on it (AM, and RDMA READ
+//    over rc_zv, RDMA WRITE over uc_zv);
 //  - an end whose endpoint left keeps its QP while the peer's endpoint
 //    still sends on it, and once neither uses it both QPs are gone;
 //  - rc_zv and uc_zv: closing every endpoint leaves no connected QP.
@@ -52,12 +53,13 @@ int kernel_qps(const char *type)
 class qp_count : public uct_test, public ::testing::WithParamInterface<const char *> {
 protected:
     const char *tl_name() const override { return GetParam(); }
-    const char *qp_type() const { return (std::strcmp(GetParam(), "rc_zv") == 0) ? "RC" : "UC"; }
+    bool is_rc() const { return std::strcmp(GetParam(), "rc_zv") == 0; }
+    const char *qp_type() const { return is_rc() ? "RC" : "UC"; }
 
     void SetUp() override
     {
         uct_test::SetUp();
-        ASSERT_GE(kernel_qps("RC"), 0) << "`rdma resource show qp` does not run here";
+        ASSERT_GE(kernel_qps(qp_type()), 0) << "`rdma resource show qp` does not run here";
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_a.iface, am_id, sink::handler, &m_at_a, 0));
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, sink::handler, &m_at_b, 0));
     }
@@ -130,25 +132,31 @@ protected:
     sink m_at_a, m_at_b;
 };
 
-class rc_share : public qp_count {};
+class share : public qp_count {};
 
-TEST_P(rc_share, endpoints_both_ways_share_one_qp_each_end)
+TEST_P(share, endpoints_both_ways_share_one_qp_each_end)
 {
     uct_ep_h ab, ba;
     std::tie(ab, ba) = connect_both_ways();
-    EXPECT_EQ(2, kernel_qps("RC")) << "rc_verbs holds one QP at each end";
+    EXPECT_EQ(2, kernel_qps(qp_type())) << "rc_verbs holds one QP at each end";
     deliver(ab, 1, m_at_b);
     deliver(ba, 2, m_at_a);
 
-    // RDMA READ from the end that adopted the QP the peer connected.
+    // One-sided data from the end that adopted the QP the peer connected:
+    // an RDMA READ over rc_zv, an RDMA WRITE over uc_zv (the AM after it
+    // is delivered only after the write, which comes first in its stream).
     region r = reg(4096, UCT_MD_MEM_ACCESS_ALL);
+    std::vector<uint8_t> buf(is_rc() ? 4096 : 256);
     fill(r.addr, 4096, 7);
-    std::vector<uint8_t> got(4096);
+    fill(buf.data(), buf.size(), 9);
     counting_comp comp;
     ucs_status_t st;
     ASSERT_TRUE(wait_for([&] {
-        st = uct_ep_get_bcopy(ba, unpack_cb, got.data(), got.size(),
-                              reinterpret_cast<uint64_t>(r.addr), r.rkey.rkey, &comp.super);
+        st = is_rc() ? uct_ep_get_bcopy(ba, unpack_cb, buf.data(), buf.size(),
+                                        reinterpret_cast<uint64_t>(r.addr), r.rkey.rkey,
+                                        &comp.super) :
+                       uct_ep_put_short(ba, buf.data(), static_cast<unsigned>(buf.size()),
+                                        reinterpret_cast<uint64_t>(r.addr), r.rkey.rkey);
         return st != UCS_ERR_NO_RESOURCE;
     }));
     ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
@@ -156,35 +164,38 @@ TEST_P(rc_share, endpoints_both_ways_share_one_qp_each_end)
         ASSERT_TRUE(wait_for([&] { return comp.done == 1; }));
         EXPECT_EQ(UCS_OK, comp.status);
     }
-    EXPECT_EQ(0, std::memcmp(got.data(), r.addr, got.size()));
+    if (!is_rc()) {
+        deliver(ba, 5, m_at_a);
+    }
+    EXPECT_EQ(0, std::memcmp(buf.data(), r.addr, buf.size()));
     dereg(r);
     uct_ep_destroy(ba);
     uct_ep_destroy(ab);
-    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+    EXPECT_TRUE(settles_at(0)) << kernel_qps(qp_type()) << " QPs left";
 }
 
-TEST_P(rc_share, crossing_connections_pair_into_one)
+TEST_P(share, crossing_connections_pair_into_one)
 {
     // Both ends start connecting before either has progressed.
     uct_ep_h ab = create_ep(m_a, m_b);
     uct_ep_h ba = create_ep(m_b, m_a);
     wait_connected(ab);
     wait_connected(ba);
-    EXPECT_EQ(2, kernel_qps("RC"));
+    EXPECT_EQ(2, kernel_qps(qp_type()));
     deliver(ab, 3, m_at_b);
     deliver(ba, 4, m_at_a);
     uct_ep_destroy(ab);
     uct_ep_destroy(ba);
-    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+    EXPECT_TRUE(settles_at(0)) << kernel_qps(qp_type()) << " QPs left";
 }
 
-TEST_P(rc_share, an_end_that_left_keeps_its_qp_while_the_peer_sends)
+TEST_P(share, an_end_that_left_keeps_its_qp_while_the_peer_sends)
 {
     uct_ep_h ab, ba;
     std::tie(ab, ba) = connect_both_ways();
     uct_ep_destroy(ab);
     progress_for(0.5); // long enough for the close handshake to have run
-    EXPECT_EQ(2, kernel_qps("RC"));
+    EXPECT_EQ(2, kernel_qps(qp_type()));
     for (uint64_t v = 10; v < 20; ++v) {
         deliver(ba, v, m_at_a);
     }
@@ -193,15 +204,15 @@ TEST_P(rc_share, an_end_that_left_keeps_its_qp_while_the_peer_sends)
     uct_ep_h ab2 = create_ep(m_a, m_b);
     wait_connected(ab2);
     deliver(ab2, 30, m_at_b);
-    EXPECT_EQ(4, kernel_qps("RC"));
+    EXPECT_EQ(4, kernel_qps(qp_type()));
     uct_ep_destroy(ba);
-    EXPECT_TRUE(settles_at(2)) << kernel_qps("RC") << " RC QPs, expected ab2's pair";
+    EXPECT_TRUE(settles_at(2)) << kernel_qps(qp_type()) << " QPs, expected ab2's pair";
     deliver(ab2, 31, m_at_b);
     uct_ep_destroy(ab2);
-    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+    EXPECT_TRUE(settles_at(0)) << kernel_qps(qp_type()) << " QPs left";
 }
 
-TEST_P(rc_share, more_endpoints_one_way_than_the_other)
+TEST_P(share, more_endpoints_one_way_than_the_other)
 {
     // Two lanes from a, one back from b: b's adopts one of the two.
     uct_ep_h ab1 = create_ep(m_a, m_b);
@@ -210,31 +221,32 @@ TEST_P(rc_share, more_endpoints_one_way_than_the_other)
     wait_connected(ab2);
     uct_ep_h ba = create_ep(m_b, m_a);
     wait_connected(ba);
-    EXPECT_EQ(4, kernel_qps("RC"));
+    EXPECT_EQ(4, kernel_qps(qp_type()));
     deliver(ab1, 40, m_at_b);
     deliver(ab2, 41, m_at_b);
     deliver(ba, 42, m_at_a);
     uct_ep_destroy(ab1);
     uct_ep_destroy(ba);
     uct_ep_destroy(ab2);
-    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+    EXPECT_TRUE(settles_at(0)) << kernel_qps(qp_type()) << " QPs left";
 }
 
-TEST_P(rc_share, an_endpoint_to_its_own_interface_connects)
+TEST_P(share, an_endpoint_to_its_own_interface_connects)
 {
     // UCP's endpoint to its own worker has an rc_zv lane (rma_bw). Its QP
-    // is connected to itself, as rc_verbs': one QP per such endpoint.
+    // is connected to itself, as rc_verbs': one QP per such endpoint (and
+    // over uc_zv, its sends and their acks travel on that one QP).
     uct_ep_h aa = create_ep(m_a, m_a);
     wait_connected(aa);
     deliver(aa, 50, m_at_a);
-    EXPECT_EQ(1, kernel_qps("RC"));
+    EXPECT_EQ(1, kernel_qps(qp_type()));
     uct_ep_h aa2 = create_ep(m_a, m_a);
     wait_connected(aa2);
     deliver(aa2, 51, m_at_a);
-    EXPECT_EQ(2, kernel_qps("RC"));
+    EXPECT_EQ(2, kernel_qps(qp_type()));
     uct_ep_destroy(aa);
     uct_ep_destroy(aa2);
-    EXPECT_TRUE(settles_at(0)) << kernel_qps("RC") << " RC QPs left";
+    EXPECT_TRUE(settles_at(0)) << kernel_qps(qp_type()) << " QPs left";
 }
 
 TEST_P(qp_count, closing_every_endpoint_leaves_no_connected_qp)
@@ -260,7 +272,7 @@ TEST_P(qp_count, closing_every_endpoint_leaves_no_connected_qp)
 
 } // namespace
 
-INSTANTIATE_TEST_SUITE_P(tl, rc_share, ::testing::Values("rc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, share, ::testing::Values("rc_zv", "uc_zv"));
 INSTANTIATE_TEST_SUITE_P(tl, qp_count, ::testing::Values("rc_zv", "uc_zv"));
 
 } // namespace zv::test
