@@ -41,28 +41,29 @@ check "LAMMPS melt reference run (ob1, shared memory)" test "$(wc -l < "$ms_dir/
 # ---- queue pairs of a job whose ranks all talked to each other both ways
 # (eager and rendezvous, data validated), read from the kernel while the
 # job runs (zv_qps; it matches each QP's peer QP to a rank). Between two
-# ranks, rc_zv must hold no more RC QPs than rc_verbs in the same run: the
-# two directions share one QP at each end. uc_zv's UC QPs are printed
-# beside them (one QP per direction).
+# ranks, rc_zv must hold no more RC QPs than rc_verbs in the same run, and
+# uc_zv no more UC QPs: the two directions share one QP at each end.
 ms_qps() { # tl np [mpirun args]: run zv_qps, print its lines; the most RC
-           # QPs per pair of ranks goes to $ms_dir/qps ("x" if none)
-    local tl=$1 np=$2; shift 2
+           # (rc_*) or UC (uc_zv) QPs per pair of ranks goes to $ms_dir/qps
+           # ("x" if none)
+    local tl=$1 np=$2 type=RC; shift 2
+    [ "$tl" != uc_zv ] || type=UC
     ms_run "$tl" "$np" "$@" -- "$ms_t/zv_qps" -S 262144 > "$ms_dir/q.out" 2>&1; local rc=$?
     echo "  $tl, $np ranks (exit $rc):"; grep -E '^(qps|data)' "$ms_dir/q.out" | sed 's/^/    /'
     [ $rc = 0 ] || tail -n 5 "$ms_dir/q.out"
-    local m; m=$(sed -n 's/^qps RC: .*per pair of ranks [0-9]*\.\.\([0-9]*\),.*/\1/p' "$ms_dir/q.out")
+    local m; m=$(sed -n "s/^qps $type: .*per pair of ranks [0-9]*\.\.\([0-9]*\),.*/\1/p" "$ms_dir/q.out")
     [ $rc = 0 ] && [ -n "$m" ] && echo "$m" > "$ms_dir/qps" || echo x > "$ms_dir/qps"
 }
 for ms_np in 2 4; do
     ms_qps rc_verbs,ud_verbs $ms_np -x UCX_UD_VERBS_ETH_DGID_CHECK=n   # (rxe: no DGID check)
     read -r ms_v_rc < "$ms_dir/qps"
-    ms_qps rc_zv $ms_np
-    read -r ms_z_rc < "$ms_dir/qps"
-    check "MPI over rc_zv, $ms_np ranks: RC QPs per pair of ranks ($ms_z_rc) no more than rc_verbs' ($ms_v_rc)" \
-          test "$ms_v_rc" != x -a "$ms_z_rc" != x -a "$ms_z_rc" -le "$ms_v_rc" -a "$ms_v_rc" -gt 0
-    if grep -q "Transport: uc_zv\$" "$ms_dir/tls"; then
-        ms_qps uc_zv $ms_np
-    fi
+    for ms_tl in rc_zv uc_zv; do
+        grep -q "Transport: $ms_tl\$" "$ms_dir/tls" || continue
+        ms_qps $ms_tl $ms_np
+        read -r ms_z < "$ms_dir/qps"
+        check "MPI over $ms_tl, $ms_np ranks: QPs per pair of ranks ($ms_z) no more than rc_verbs' ($ms_v_rc)" \
+              test "$ms_v_rc" != x -a "$ms_z" != x -a "$ms_z" -le "$ms_v_rc" -a "$ms_v_rc" -gt 0
+    done
 done
 
 for ms_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
