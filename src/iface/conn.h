@@ -27,9 +27,9 @@ namespace zv::iface {
  * the endpoint fails); a duplicate REQ gets the same REP, so lost or
  * crossing packets are harmless.
  *
- * One QP for both directions (rc_zv: init(share = true)). A passive QP is
- * adopted by the first local endpoint that connects back to the interface
- * it came from (claim()). The endpoint confirms it with a REQ naming the
+ * One QP for both directions (rc_zv and uc_zv: init(share = true)). A
+ * passive QP is adopted by the first local endpoint that connects back to
+ * the interface it came from (claim()). The endpoint confirms it with a REQ naming the
  * peer QP it is already connected to (peer_qpn), and sends only after the
  * REP: the peer's QP is then known to be connected. Two interfaces that
  * connect to each other at the same time pair their fresh QPs instead: the

@@ -39,7 +39,7 @@ namespace {
 
 uct_iface_query_func_t ud_query = nullptr;
 
-constexpr int passive_access = IBV_ACCESS_REMOTE_WRITE;
+constexpr int qp_access = IBV_ACCESS_REMOTE_WRITE; // the peer's puts
 
 /// A UC queue pair on the interface's CQs and SRQ; *max_inline (optional)
 /// is what the device granted.
@@ -97,7 +97,7 @@ ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer
 {
     auto *iface         = static_cast<ud_iface *>(arg);
     ucs_status_t status = verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn,
-                                            passive_access, verbs::rc_timing{});
+                                            qp_access, verbs::rc_timing{});
     return (status == UCS_OK) ? add_rx_conn(iface, qp, peer_qpn) : status;
 }
 

@@ -211,7 +211,7 @@ struct rx_conn {
     uint32_t           peer_qpn  = 0;
     iface::device_addr peer      = {};
     ibv_ah            *ah        = nullptr;
-    ibv_qp            *qp        = nullptr; ///< uc_zv: the passive queue pair
+    ibv_qp            *qp        = nullptr; ///< uc_zv: the QP it arrives on
     rel::receiver      rx;
     ud_ep             *partner   = nullptr;
     rx_conn           *owe_next  = nullptr; ///< on the iface's list of owed acks
