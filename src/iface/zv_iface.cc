@@ -44,6 +44,15 @@ ucs_status_t init(zv_iface *iface, uct_iface_ops_t *ops,
     iface->md       = zmd;
     iface->port     = port;
     iface->settings = settings;
+    hwloc_topology_t topo = verbs::node_topology();
+    hwloc_bitmap_t binding = verbs::thread_binding(topo);
+    iface->remote_latency  = verbs::remote_latency(topo, zmd->locality, binding);
+    hwloc_bitmap_free(binding);
+    if (iface->remote_latency > 0) {
+        ucs_debug("%s: this thread's CPUs are not all local to %s: %.0f ns added to "
+                  "its latency", params->mode.device.dev_name, zmd->dev.name().c_str(),
+                  iface->remote_latency * 1e9);
+    }
     return UCS_OK;
 }
 
@@ -107,7 +116,7 @@ void query_common(zv_iface *iface, uct_iface_attr_t *attr)
     attr->device_addr_len      = sizeof(device_addr);
     attr->bandwidth.dedicated  = 0;
     attr->bandwidth.shared     = iface->port->bandwidth;
-    attr->latency.c            = iface->port->latency;
+    attr->latency.c            = iface->port->latency + iface->remote_latency;
     attr->latency.m            = 0;
     attr->overhead             = 75e-9;
     attr->priority             = 0;

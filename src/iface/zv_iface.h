@@ -55,6 +55,9 @@ struct zv_iface {
     /// What max_num_eps "auto" (the connected transports' default) stands
     /// for; unlimited unless the transport sets it (set_auto_max_eps).
     size_t                   auto_max_eps = SIZE_MAX;
+    /// Added to the port's latency: the opening thread's CPUs are not all
+    /// local to the device (verbs::remote_latency), so UCP prefers a near one.
+    double                   remote_latency = 0;
     event_handler            on_event  = nullptr;
     int                      events_id = -1; ///< listener id at md->events
     /// A device-fatal event arrived: no new endpoints (set by the handler).

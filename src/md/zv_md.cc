@@ -5,6 +5,7 @@
 
 #include <ucs/async/async_fwd.h>
 #include <ucs/debug/log_def.h>
+#include <ucs/sys/topo/base/topo.h>
 
 #include <arpa/inet.h>
 
@@ -14,7 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <new>
 
 namespace zv::md {
@@ -84,33 +84,19 @@ void close_md(uct_md_h uct_md)
     delete md;
 }
 
-// Mask of CPUs near the device, from sysfs; all CPUs when unknown (rxe).
-void local_cpus(const std::string &dev_name, ucs_cpu_set_t *set)
+// CPUs near the device, from hwloc; all CPUs when it has no locality (rxe).
+void local_cpus(const verbs::locality &loc, ucs_cpu_set_t *set)
 {
     UCS_CPU_ZERO(set);
-    std::ifstream in("/sys/class/infiniband/" + dev_name + "/device/local_cpulist");
-    std::string list;
-    if (in && std::getline(in, list) && !list.empty()) {
-        const char *p = list.c_str();
-        while (*p != '\0') {
-            char *end;
-            long first = std::strtol(p, &end, 10), last = first;
-            if (end == p) {
-                break;
-            }
-            if (*end == '-') {
-                p    = end + 1;
-                last = std::strtol(p, &end, 10);
-            }
-            for (long c = first; (c <= last) && (c < UCS_CPU_SETSIZE); ++c) {
-                UCS_CPU_SET(c, set);
-            }
-            p = (*end == ',') ? end + 1 : end;
+    for (unsigned c : loc.cpus) {
+        if (c < UCS_CPU_SETSIZE) {
+            UCS_CPU_SET(c, set);
         }
-        return;
     }
-    for (int c = 0; c < UCS_CPU_SETSIZE; ++c) {
-        UCS_CPU_SET(c, set);
+    if (!loc.found || loc.cpus.empty()) {
+        for (int c = 0; c < UCS_CPU_SETSIZE; ++c) {
+            UCS_CPU_SET(c, set);
+        }
     }
 }
 
@@ -132,7 +118,7 @@ ucs_status_t query_md(uct_md_h uct_md, uct_md_attr_t *attr)
     attr->rkey_packed_size     = sizeof(packed_rkey);
     std::snprintf(attr->component_name, sizeof(attr->component_name), "%s",
                   md->super.component->name);
-    local_cpus(md->dev.name(), &attr->local_cpus);
+    local_cpus(md->locality, &attr->local_cpus);
     return UCS_OK;
 }
 
@@ -249,6 +235,36 @@ ucs_status_t query_md_resources(uct_component_t *, uct_md_resource_desc_t **reso
     return UCS_OK;
 }
 
+namespace {
+
+/// The device's place in the node, and the system device UCP knows it by
+/// (its PCI function; none for a device without one, such as rxe).
+void find_locality(zv_md *md)
+{
+    const char *name = md->dev.name().c_str();
+    md->locality     = verbs::find_device(verbs::node_topology(), md->dev.name());
+    md->sys_device   = UCS_SYS_DEVICE_ID_UNKNOWN;
+    const verbs::locality &loc = md->locality;
+    if (!loc.found) {
+        ucs_debug("%s: not in hwloc's topology (no PCI function: a software device?): "
+                  "no locality, system device unknown", name);
+        return;
+    }
+    if (loc.has_bus_id) {
+        ucs_sys_bus_id_t id = {loc.domain, loc.bus, loc.dev, loc.func};
+        if (ucs_topo_find_device_by_bus_id(&id, &md->sys_device) == UCS_OK) {
+            (void)ucs_topo_sys_device_set_name(md->sys_device, name);
+        } else {
+            md->sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        }
+    }
+    ucs_debug("%s: %zu local CPUs, NUMA node %d, PCI %04x:%02x:%02x.%x, system device %d",
+              name, loc.cpus.size(), loc.numa_node, loc.domain, loc.bus, loc.dev, loc.func,
+              static_cast<int>(md->sys_device));
+}
+
+} // namespace
+
 ucs_status_t open(uct_component_t *component, const char *md_name,
                   const md_settings &settings, uct_md_h *md_p)
 {
@@ -282,6 +298,7 @@ ucs_status_t open(uct_component_t *component, const char *md_name,
         close_md(&md->super);
         return status;
     }
+    find_locality(md);
     ucs_debug("%s: registration cache mode %s (monitor %s)", md_name,
               md->cache->mode_name(), monitor::active_name());
     for (const auto &p : md->dev.ports()) {
@@ -348,7 +365,7 @@ ucs_status_t query_port_devices(uct_md_h uct_md, uct_tl_device_resource_t **devi
         std::snprintf(devs[i].name, sizeof(devs[i].name), "%s:%u",
                       md->dev.name().c_str(), ports[i].port_num);
         devs[i].type       = UCT_DEVICE_TYPE_NET;
-        devs[i].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        devs[i].sys_device = md->sys_device;
     }
     *devices_p     = devs;
     *num_devices_p = static_cast<unsigned>(ports.size());

@@ -7,6 +7,7 @@
 #include "rcache/ibv_backend.h"
 #include "verbs/async.h"
 #include "verbs/device.h"
+#include "verbs/locality.h"
 
 #include "glue/ucx_internal.h"
 
@@ -38,6 +39,9 @@ struct packed_rkey {
 struct zv_md {
     uct_md_t             super;
     verbs::device        dev;
+    /// Where the device sits in the node (hwloc), found once at open.
+    verbs::locality      locality;
+    ucs_sys_device_t     sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
     md_settings          settings;
     rcache::ibv_backend *backend = nullptr;
     rcache::cache       *cache   = nullptr;

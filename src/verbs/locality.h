@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Where a verbs device sits in the node: its CPUs, NUMA node and PCI
+// address, from hwloc's topology (loaded once per process).
+#ifndef ZV_VERBS_LOCALITY_H
+#define ZV_VERBS_LOCALITY_H
+
+#include <hwloc.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zv::verbs {
+
+/// A device's place in the topology. Devices hwloc does not place (rxe and
+/// other software devices have no PCI function) are 'found == false':
+/// every CPU is as near as any other, and there is no bus id.
+struct locality {
+    bool                  found     = false;
+    std::vector<unsigned> cpus;               ///< OS indexes of its local CPUs
+    int                   numa_node = -1;     ///< OS index; -1: none or several
+    bool                  has_bus_id = false; ///< a PCI function
+    uint16_t              domain = 0;
+    uint8_t               bus = 0, dev = 0, func = 0;
+};
+
+/// This node's topology with its I/O devices, loaded on first use and kept
+/// for the life of the process (hwloc honours HWLOC_XMLFILE and the like);
+/// null if hwloc cannot load it (the reason is logged once). Thread safe.
+hwloc_topology_t node_topology();
+
+/// Where the verbs device 'name' (e.g. mlx5_0) sits in 'topo' (may be null).
+[[nodiscard]] locality find_device(hwloc_topology_t topo, const std::string &name);
+
+/// The extra latency UCP should see on a device at 'loc' for a process
+/// bound to 'binding': 0 when every CPU of the binding is local to the
+/// device (or the device has no locality), else the distance between the
+/// NUMA nodes (hwloc's distance matrix: (distance - 10) x 20 ns, as UCX's
+/// ib transports estimate it) or 200 ns without one.
+[[nodiscard]] double remote_latency(hwloc_topology_t topo, const locality &loc,
+                                    hwloc_const_cpuset_t binding);
+
+/// The calling thread's CPU binding, as UCX reads it (sched_getaffinity):
+/// all of the topology's CPUs when unbound or unreadable. The caller frees
+/// it with hwloc_bitmap_free(); null only when out of memory.
+hwloc_bitmap_t thread_binding(hwloc_topology_t topo);
+
+} // namespace zv::verbs
+
+#endif
