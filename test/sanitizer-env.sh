@@ -32,8 +32,8 @@ zv_make_var()
 }
 
 ZV_CPPFLAGS="-I$zv_srcdir/src -I$zv_srcdir/include -I$zv_builddir \
-$(zv_make_var UCX_INTERNAL_CPPFLAGS) $(zv_make_var IBVERBS_CFLAGS)"
-ZV_LIBS="-luct -lucs -lucm $(zv_make_var IBVERBS_LIBS) -lpthread"
+$(zv_make_var UCX_INTERNAL_CPPFLAGS) $(zv_make_var IBVERBS_CFLAGS) $(zv_make_var HWLOC_CFLAGS)"
+ZV_LIBS="-luct -lucs -lucm $(zv_make_var IBVERBS_LIBS) $(zv_make_var HWLOC_LIBS) -lpthread"
 ZV_JOBS=${ZV_JOBS:-2}
 # Our make is not the parent's: no jobserver inherited from `make check`.
 unset MAKEFLAGS MFLAGS MAKELEVEL
