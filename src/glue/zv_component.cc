@@ -110,7 +110,8 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
 
     {"TX_CQ_LEN", "4096",
      "Send work requests that may be outstanding on the whole interface (the\n"
-     "size of its send completion queue).",
+     "size of its send completion queue). 1/16 of it is kept for the signaled\n"
+     "work requests that report unsignaled ones when it runs full.",
      offsetof(zv_rc_iface_config, tx_cq_len), UCS_CONFIG_TYPE_UINT},
 
     {"TX_MODERATION", "32",

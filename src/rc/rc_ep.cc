@@ -30,6 +30,22 @@ void retire_op(rc_iface *iface, tx_op *op, ucs_status_t status)
     op_put(iface, op);
 }
 
+void cq_starve(rc_iface *iface)
+{
+    if (iface->cq_starved) {
+        return;
+    }
+    iface->cq_starved = true;
+    ucs_debug("rc_zv iface %p: %u of %u send completion entries held: signaling the "
+              "unsignaled tails", iface, iface->tx_outstanding, iface->settings.tx_cq_len);
+    for (rc_ep *ep : iface->slots) {
+        if ((ep != nullptr) && (signal_unsignaled_tail(ep) != UCS_OK) &&
+            (iface->tx_outstanding >= iface->settings.tx_cq_len)) {
+            break; // the reserve is used up; the rest once entries return
+        }
+    }
+}
+
 void tx_starve(rc_iface *iface)
 {
     if (iface->tx_starved) {
@@ -194,6 +210,8 @@ void process_send_completion(rc_iface *iface, const ibv_wc &wc)
     if (done <= ep_outstanding(ep)) {
         iface->tx_outstanding -= done;
         ep->completed_seq      = seq;
+        // Entries came back: cq_starve() may signal more tails next time.
+        iface->cq_starved = false;
     }
 
     ucs_status_t status = UCS_OK;

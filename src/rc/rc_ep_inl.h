@@ -27,18 +27,28 @@ inline uint64_t make_wr_id(const rc_ep *ep, uint32_t seq)
 
 // ---------------------------------------------------------------- resources
 
-/// Can one more WR be posted now? (The caller has nothing to undo.)
-inline ucs_status_t check_tx(const rc_ep *ep)
+/// Can one more WR be posted now, with 'cq_limit' entries of the send CQ
+/// for all? (The caller has nothing to undo.)
+inline ucs_status_t check_tx(const rc_ep *ep, unsigned cq_limit)
 {
     if (__builtin_expect(ep->st != rc_ep::state::connected, 0)) {
         return (ep->st == rc_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
     }
-    const rc_iface *iface = ep->iface;
-    if (__builtin_expect((ep_outstanding(ep) >= ep->max_send_wr) ||
-                         (iface->tx_outstanding >= iface->settings.tx_cq_len), 0)) {
+    rc_iface *iface = ep->iface;
+    if (__builtin_expect(ep_outstanding(ep) >= ep->max_send_wr, 0)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (__builtin_expect(iface->tx_outstanding >= cq_limit, 0)) {
+        cq_starve(iface);
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
+}
+
+/// The same for a send: the CQ's reserve is not for it.
+inline ucs_status_t check_tx(const rc_ep *ep)
+{
+    return check_tx(ep, ep->iface->tx_cq_limit);
 }
 
 inline void ops_push(rc_ep *ep, tx_op *op)
@@ -119,9 +129,10 @@ inline ucs_status_t start_bounced(rc_ep *ep, iface::buffer **b_p, tx_op **op_p)
 /// The tail of the send queue is unsignaled: post a signaled zero-length
 /// RDMA WRITE (touches no memory, completes after everything before it) so
 /// that its completion reports the rest. Once: then the tail is signaled.
+/// It may take the CQ's reserve: it gives back what it takes, and more.
 inline ucs_status_t signal_tail(rc_ep *ep, tx_op *op)
 {
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = check_tx(ep, ep->iface->settings.tx_cq_len);
     if (status != UCS_OK) {
         return status;
     }

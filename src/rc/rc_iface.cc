@@ -442,6 +442,8 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
         ucs_error("%s: cannot make the completion channel non-blocking: %m", name);
         return UCS_ERR_IO_ERROR;
     }
+    // 1/16 of the send CQ (at least one entry) is kept for signaled tails.
+    iface->tx_cq_limit = s.tx_cq_len - std::max(1u, s.tx_cq_len / 16);
     iface->send_cq = ibv_create_cq(dev.ctx(), static_cast<int>(s.tx_cq_len), nullptr,
                                    iface->channel, 0);
     iface->recv_cq = (iface->send_cq == nullptr) ? nullptr :

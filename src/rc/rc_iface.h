@@ -65,6 +65,11 @@ struct rc_iface {
     unsigned                rx_posted = 0;
     unsigned                max_inline = 0;    ///< granted by the device
     unsigned                tx_outstanding = 0; ///< WRs posted, not completed
+    /// What sends may take of the send CQ: TX_CQ_LEN less a reserve for
+    /// the signaled tails that cq_starve() posts.
+    unsigned                tx_cq_limit = 0;
+    /// cq_starve() signaled the unsignaled tails; until entries come back.
+    bool                    cq_starved  = false;
     bool                    atomics = false;
     iface::conn_manager     conn;
     uint64_t                next_conn_id = 1;
@@ -115,6 +120,11 @@ void dispatch_pending(rc_iface *iface);
 /// signal every unsignaled send-queue tail, so that the completions that
 /// return the buffers held by unsignaled sends do arrive.
 void tx_starve(rc_iface *iface);
+/// The send CQ's entries ran out (tx_cq_limit): every posted WR holds one
+/// until a completion reports it, and only signaled ones do. The first
+/// time, signal the unsignaled tails (from the reserve), so that entries
+/// held by endpoints that send no more come back.
+void cq_starve(rc_iface *iface);
 void free_deferred(rc_iface *iface);
 
 /// Marks the interface as in progress for its lifetime; on leaving the

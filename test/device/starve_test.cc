@@ -9,7 +9,9 @@
 #include "test_util.h"
 #include "uct_fixture.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #include <string>
 
 namespace zv::test {
@@ -159,5 +161,77 @@ TEST_P(starved_ops, out_of_header_buffers_am_zcopy_queues_instead_of_spinning)
 }
 
 INSTANTIATE_TEST_SUITE_P(tl, starved_ops, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));
+
+// rc_zv: more endpoints than the interface's send completion queue has
+// entries (TX_CQ_LEN), each with a send below TX_MODERATION (unsignaled).
+// Every posted WR holds an entry until a completion reports it, and only a
+// signaled one does: without one on those queue pairs, the entries never
+// come back and the other endpoints' sends wait forever (4,096 endpoints
+// with the default TX_CQ_LEN of 4096 did, one message each).
+class cq_starved : public starved {
+protected:
+    void SetUp() override
+    {
+        uct_test::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        close_side(m_a);
+        open_side(m_a, {{"TX_QUEUE_LEN", "16"}, {"TX_CQ_LEN", "16"}, {"TX_MODERATION", "8"}});
+    }
+};
+
+TEST_P(cq_starved, more_endpoints_than_completion_entries_all_send)
+{
+    struct counter {
+        unsigned n = 0;
+        static ucs_status_t handler(void *arg, void *, size_t, unsigned)
+        {
+            ++static_cast<counter *>(arg)->n;
+            return UCS_OK;
+        }
+    } sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter::handler, &sink, 0));
+    constexpr unsigned eps = 40, rounds = 2;
+    std::vector<sender> snd;
+    for (unsigned i = 0; i < eps; ++i) {
+        uct_ep_h ep = connect(m_a, m_b);
+        ASSERT_NE(nullptr, ep);
+        snd.push_back(sender{ep});
+    }
+    std::vector<pend> pending(eps * rounds);
+    unsigned queued = 0;
+    for (unsigned r = 0; r < rounds; ++r) {
+        for (unsigned i = 0; i < eps; ++i) {
+            pend &p = pending[r * eps + i];
+            p.super.func = pend::cb;
+            p.s          = &snd[i];
+            p.m          = msg{r * eps + i};
+            ssize_t sent;
+            ucs_status_t st = UCS_ERR_BUSY;
+            while (((sent = snd[i].send(p.m)) < 0) &&
+                   ((st = uct_ep_pending_add(snd[i].ep, &p.super, 0)) == UCS_ERR_BUSY)) {
+            }
+            ASSERT_TRUE((sent >= 0) || (st == UCS_OK)) << ucs_status_string(st);
+            p.sent  = (sent >= 0);
+            queued += (sent < 0);
+            progress();
+        }
+    }
+    EXPECT_GT(queued, 0u) << "the completion queue never filled: the test proved nothing";
+    EXPECT_TRUE(wait_for([&] {
+        return std::all_of(pending.begin(), pending.end(), [](const pend &p) { return p.sent; });
+    }, 20)) << "queued sends never went out: their endpoints wait for completion entries "
+               "held by unsignaled sends of other endpoints";
+    EXPECT_TRUE(wait_for([&] { return sink.n == eps * rounds; }, 20))
+            << sink.n << " of " << eps * rounds << " delivered";
+    EXPECT_TRUE(wait_for([&] {
+        return std::all_of(snd.begin(), snd.end(), [](const sender &s) {
+            return uct_ep_flush(s.ep, 0, nullptr) == UCS_OK;
+        });
+    }, 20)) << "endpoints did not flush";
+}
+
+INSTANTIATE_TEST_SUITE_P(tl, cq_starved, ::testing::Values("rc_zv"));
 
 } // namespace zv::test
