@@ -95,6 +95,18 @@ until grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null; do
     i=$((i + 1)); [ $i -lt 100 ] || fail "rxe0 port 1 did not become ACTIVE"
     sleep 0.1
 done
+if [ "${ZV_NICS:-1}" = 2 ]; then
+    # A second rail (run.sh --nics 2): eth1 on its own subnet, rxe1 on it.
+    ip addr add 10.0.3.15/24 dev eth1 || fail "no eth1 (run.sh --nics 2)"
+    ip link set eth1 up
+    in_root rdma link add rxe1 type rxe netdev eth1 ||
+        fail "'rdma link add rxe1 type rxe netdev eth1' failed"
+    i=0
+    until grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null; do
+        i=$((i + 1)); [ $i -lt 100 ] || fail "rxe1 port 1 did not become ACTIVE"
+        sleep 0.1
+    done
+fi
 
 # The command's output channels (virtio-serial ports, found by name).
 out='' err=''

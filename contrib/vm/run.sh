@@ -21,6 +21,9 @@
 #   --hostname NAME    the guest's hostname (default zverbs-vm)
 #   --ip ADDR          eth0's IPv4 address, prefix /24 (default 10.0.2.15)
 #   --mac MAC          eth0's MAC address (default 52:54:00:7a:76:01)
+#   --nics N           1, or 2: a second NIC, eth1 = 10.0.3.15/24 on qemu's
+#                      user network, with rxe1 on it (two rails in one
+#                      guest; the default is $ZV_VM_NICS or 1)
 #   --wire listen:PATH | connect:PATH
 #                      join eth0 to a virtual wire instead of qemu's user
 #                      network: a unix stream socket PATH that this qemu
@@ -67,6 +70,7 @@ hostname=zverbs-vm
 ip=10.0.2.15
 mac=52:54:00:7a:76:01
 wire=
+nics=${ZV_VM_NICS:-1}
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -90,6 +94,8 @@ while [ $# -gt 0 ]; do
         --mac=*) mac=${1#*=}; shift ;;
         --wire) [ $# -ge 2 ] || die "--wire needs listen:PATH or connect:PATH"; wire=$2; shift 2 ;;
         --wire=*) wire=${1#*=}; shift ;;
+        --nics) [ $# -ge 2 ] || die "--nics needs a value"; nics=$2; shift 2 ;;
+        --nics=*) nics=${1#*=}; shift ;;
         -v|--verbose) verbose=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
@@ -100,6 +106,7 @@ done
 [ $# -gt 0 ] || die "no command given (usage: run.sh [options] -- command [args...])"
 case "$timeout" in ''|*[!0-9]*|0) die "--timeout wants a positive number of seconds, not '$timeout'" ;; esac
 case "$cpus" in 1|2) ;; *) die "--cpus wants 1 or 2, not '$cpus'" ;; esac
+case "$nics" in 1|2) ;; *) die "--nics wants 1 or 2, not '$nics'" ;; esac
 for e in ${envs[@]+"${envs[@]}"}; do
     case "$e" in [A-Za-z_]*=*) ;; *) die "--env wants NAME=VALUE, not '$e'" ;; esac
 done
@@ -116,6 +123,13 @@ case "$wire" in
         netdev=(-netdev "stream,id=net0,server=$server,addr.type=unix,addr.path=$path") ;;
     *) die "--wire wants listen:PATH or connect:PATH, not '$wire'" ;;
 esac
+nic2=()
+if [ "$nics" = 2 ]; then
+    # eth1: its own user network (its own subnet), MAC eth0's + 1.
+    mac2=$(printf '%s:%02x' "${mac%:*}" $(( (0x${mac##*:} + 1) & 255 )))
+    nic2=(-netdev user,id=net1,restrict=on,ipv6=off,net=10.0.3.0/24)
+    nic2+=(-device "virtio-net-@BUS@,netdev=net1,mac=$mac2,event_idx=off")
+fi
 
 timed_out() { echo "zverbs-vm: command timed out after $timeout s" >&2; exit 124; }
 
@@ -197,6 +211,7 @@ mv "$run/shares.sorted" "$run/shares"
 cat >"$run/vm.conf" <<EOF
 ZV_HOSTNAME=$hostname
 ZV_IP=$ip
+ZV_NICS=$nics
 EOF
 
 {
@@ -249,6 +264,7 @@ qemu_args=(
     # and its follow-up); on the two-VM wire a receiver's NIC went deaf
     # for good, twice in ~17 lossy ud_zv runs, with its kernel quiet.
     -device "virtio-net-$bus,netdev=net0,mac=$mac,event_idx=off"
+    ${nic2[@]+"${nic2[@]//@BUS@/$bus}"}
     -device "virtio-serial-$bus,id=vser"
     -chardev "file,id=zvout,path=${run//,/,,}/stdout"
     -device virtserialport,bus=vser.0,nr=1,chardev=zvout,name=zv.stdout

@@ -270,15 +270,60 @@ ucs_status_t conn_manager::start(uint64_t conn_id, const device_addr &peer,
         ch.qp          = qp;
         ch.owned       = true;
     }
-    auto now      = clock::now();
     ch.conn_id    = conn_id;
     ch.connecting = true;
-    ch.backoff    = std::chrono::milliseconds(100);
-    ch.next_try   = now + ch.backoff;
-    ch.deadline   = now + m_timeout;
     m_connecting[conn_id] = qp->qp_num;
-    resend(ch); // a failed send is retried by the timer
+    peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
+    if (m_in_flight[pk] < req_window) {
+        send_first(ch);
+    } else {
+        ch.queued   = true;
+        ch.next_try = clock::time_point::max();
+        m_queued[pk].push_back(qp->qp_num);
+    }
     return UCS_OK;
+}
+
+void conn_manager::send_first(channel &ch)
+{
+    ++m_in_flight[peer_key(gid_key(ch.peer), ch.peer_ud_qpn)];
+    ch.queued   = false;
+    ch.backoff  = std::chrono::milliseconds(100);
+    ch.next_try = clock::now() + ch.backoff;
+    ch.deadline = clock::time_point::max(); // armed by check_timers()
+    resend(ch); // a failed send is retried by the timer
+}
+
+void conn_manager::stop_connecting(channel &ch)
+{
+    m_connecting.erase(ch.conn_id);
+    ch.connecting = false;
+    peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
+    if (ch.queued) {
+        ch.queued = false; // its entry in m_queued is skipped
+        return;
+    }
+    auto f = m_in_flight.find(pk);
+    if ((f != m_in_flight.end()) && (f->second > 0)) {
+        --f->second;
+    }
+    auto q = m_queued.find(pk);
+    while ((q != m_queued.end()) && !q->second.empty() &&
+           (m_in_flight[pk] < req_window)) {
+        uint32_t next = q->second.front();
+        q->second.pop_front();
+        auto it = m_channels.find(next);
+        if ((it != m_channels.end()) && it->second.queued && it->second.connecting) {
+            send_first(it->second);
+        }
+    }
+    if ((q != m_queued.end()) && q->second.empty()) {
+        m_queued.erase(q);
+    }
+    f = m_in_flight.find(pk);
+    if ((f != m_in_flight.end()) && (f->second == 0)) {
+        m_in_flight.erase(f);
+    }
 }
 
 void conn_manager::release(ibv_qp *qp)
@@ -294,6 +339,11 @@ void conn_manager::release(ibv_qp *qp)
     channel &ch = it->second;
     ch.owned    = false;
     ch.released = true;
+    if (ch.queued) {
+        stop_connecting(ch); // its REQ never left: the peer knows nothing of it
+        destroy(qp->qp_num);
+        return;
+    }
     if (ch.remote_qpn == 0) {
         if (!ch.connecting) {
             destroy(qp->qp_num); // its connection failed: nothing at the peer uses it
@@ -301,8 +351,7 @@ void conn_manager::release(ibv_qp *qp)
         return; // a fresh REQ is unanswered: closed once answered (finish)
     }
     if (ch.connecting) {
-        m_connecting.erase(ch.conn_id);
-        ch.connecting = false;
+        stop_connecting(ch);
     }
     begin_close(ch);
 }
@@ -388,8 +437,7 @@ void conn_manager::destroy(uint32_t qpn)
         }
     }
     if (ch.connecting) {
-        m_connecting.erase(ch.conn_id);
-        ch.connecting = false;
+        stop_connecting(ch);
     }
     m_closing.erase(qpn);
     m_idle.erase(qpn);
@@ -432,8 +480,7 @@ void conn_manager::finish(uint32_t qpn)
 {
     channel &ch = m_channels.at(qpn);
     uint64_t id = ch.conn_id;
-    m_connecting.erase(id);
-    ch.connecting = false;
+    stop_connecting(ch);
     if (!ch.owned) {
         begin_close(ch); // its endpoint left while it was connecting
         return;
@@ -445,8 +492,7 @@ void conn_manager::fail(uint32_t qpn, ucs_status_t status, const char *why)
 {
     channel &ch = m_channels.at(qpn);
     uint64_t id = ch.conn_id;
-    m_connecting.erase(id);
-    ch.connecting = false;
+    stop_connecting(ch);
     if (!ch.owned) {
         destroy(qpn);
         return;
@@ -553,7 +599,11 @@ void conn_manager::handle_req(const conn_msg &msg)
             // now as a confirmation (naming their QP).
             (void)send(msg.dev, msg.ud_qpn,
                        make_msg(conn_msg::rep, msg.conn_id, mine->qp->qp_num, 0));
-            resend(*mine);
+            if (mine->queued) {
+                send_first(*mine); // (its entry in m_queued is skipped)
+            } else {
+                resend(*mine);
+            }
             return;
         }
         // (Ours could not be connected: the peer gets a passive QP instead.)
@@ -736,6 +786,25 @@ unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
     return count;
 }
 
+void conn_manager::fail_peer(const channel &ch, uint32_t qpn)
+{
+    // The peer's interface did not answer: the REQs waiting their turn for
+    // it fail with this one (each would wait a CONN_TIMEOUT of its own).
+    std::vector<uint32_t> doomed;
+    auto q = m_queued.find(peer_key(gid_key(ch.peer), ch.peer_ud_qpn));
+    if (q != m_queued.end()) {
+        doomed.assign(q->second.begin(), q->second.end());
+    }
+    doomed.push_back(qpn); // last: failing it sends the next queued one
+    for (uint32_t d : doomed) {
+        // Callbacks may have destroyed any of them meanwhile.
+        auto it = m_channels.find(d);
+        if ((it != m_channels.end()) && it->second.connecting) {
+            fail(d, UCS_ERR_ENDPOINT_TIMEOUT, "no answer from the peer's interface");
+        }
+    }
+}
+
 unsigned conn_manager::check_timers()
 {
     if (m_connecting.empty() && m_closing.empty() && m_idle.empty()) {
@@ -745,10 +814,26 @@ unsigned conn_manager::check_timers()
     if (!m_idle.empty() && (now >= m_next_scan)) {
         start_probes(now);
     }
+    // Retransmissions back off from 100 ms: a scan every 20 ms is enough
+    // (thousands of connections being set up are not walked per progress).
+    if (now < m_next_check) {
+        return 0;
+    }
+    m_next_check = now + std::chrono::milliseconds(20);
     // Due ones first: the callbacks may start, release or destroy others.
     std::vector<uint32_t> due;
     for (const auto &c : m_connecting) {
-        if (now >= m_channels.at(c.second).next_try) {
+        channel &ch = m_channels.at(c.second);
+        if (ch.queued) {
+            continue;
+        }
+        if (ch.deadline == clock::time_point::max()) {
+            // CONN_TIMEOUT counts from the first progress after the REQ
+            // went out: not the time the application spent creating
+            // thousands of endpoints without progress.
+            ch.deadline = now + m_timeout;
+        }
+        if (now >= ch.next_try) {
             due.push_back(c.second);
         }
     }
@@ -767,7 +852,7 @@ unsigned conn_manager::check_timers()
         ++count;
         if (now >= ch.deadline) {
             if (ch.connecting) {
-                fail(q, UCS_ERR_ENDPOINT_TIMEOUT, "no answer from the peer's interface");
+                fail_peer(ch, q);
             } else {
                 ucs_debug("qp 0x%x: no answer to DISC from UD qp 0x%x: the peer is gone", q,
                           ch.peer_ud_qpn);

@@ -7,6 +7,7 @@
 #include "verbs/qp.h"
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -187,6 +188,7 @@ private:
         bool              closing     = false; ///< our DISC is unanswered
         bool              probing     = false; ///< a probe WR is posted on it
         bool              doomed      = false; ///< destroyed once the probe completed
+        bool              queued      = false; ///< connecting, REQ not sent yet (window)
         clock::time_point next_try;
         clock::time_point deadline;
         clock::duration   backoff{};
@@ -212,10 +214,19 @@ private:
     channel *fresh_connecting(const peer_key &peer);
     channel *find(uint32_t qpn, const conn_msg &from);
     ucs_status_t connect(channel &ch, uint32_t remote_qpn);
+    /// Send ch's first REQ (it counts in its peer's window from now on);
+    /// its deadline is armed by the next check_timers().
+    void send_first(channel &ch);
+    /// ch is connecting no more: out of m_connecting and of its peer's
+    /// window, whose next queued REQ goes out.
+    void stop_connecting(channel &ch);
     /// Connecting is over for ch (connected): tell its endpoint, or close
     /// it if it has none any more.
     void finish(uint32_t qpn);
     void fail(uint32_t qpn, ucs_status_t status, const char *why);
+    /// ch's REQ (on QP qpn) timed out: fail it and every REQ queued
+    /// behind it for the same peer.
+    void fail_peer(const channel &ch, uint32_t qpn);
     void begin_close(channel &ch);
     /// ch has no local user now: probe it from time to time.
     void make_idle(channel &ch);
@@ -230,6 +241,10 @@ private:
     unsigned check_timers();
 
     static constexpr unsigned rx_count  = 256; // a burst of requests at job start
+    /// REQs in flight to one peer interface; the rest wait their turn (a
+    /// burst of thousands would only be dropped by the peer's receive
+    /// queue and retransmitted). Their CONN_TIMEOUT starts when sent.
+    static constexpr unsigned req_window = 32;
     static constexpr unsigned rx_size   = 40 + 256; // GRH + message
     static constexpr uint32_t qkey      = 0x1a2b3c4d;
 
@@ -256,9 +271,14 @@ private:
     std::set<uint32_t>                 m_idle;       ///< no local user, probed
     unsigned                           m_probes  = 0; ///< probe WRs posted
     clock::time_point                  m_next_scan;  ///< of m_idle for probes
+    clock::time_point                  m_next_check; ///< of retransmissions, deadlines
     std::map<remote_key, uint32_t>     m_by_remote;
     std::map<peer_key, std::set<uint32_t>> m_unused; ///< passive, no user yet
     std::map<peer_key, unsigned>       m_per_peer;   ///< passive QPs per peer
+    std::map<peer_key, unsigned>       m_in_flight;  ///< REQs sent, unanswered
+    /// Channels waiting to send their REQ, oldest first (an entry whose
+    /// channel is no longer queued is skipped).
+    std::map<peer_key, std::deque<uint32_t>> m_queued;
     const char                        *m_limit_var = "";
     uint64_t                           m_spoofed = 0;
     uint64_t                           m_refused = 0;
