@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <thread>
 #include <vector>
 
 namespace zv::test {
@@ -270,8 +272,53 @@ TEST_P(qp_count, closing_every_endpoint_leaves_no_connected_qp)
                                << " QPs left";
 }
 
+class burst : public qp_count {
+protected:
+    void SetUp() override
+    {
+        qp_count::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        // A short CONN_TIMEOUT, shorter than the time the test spends
+        // without progress after creating the endpoints.
+        for (uct_side *s : {&m_a, &m_b}) {
+            close_side(*s);
+            open_side(*s, {{"CONN_TIMEOUT", "2s"}});
+        }
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_a.iface, am_id, sink::handler, &m_at_a, 0));
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, sink::handler, &m_at_b, 0));
+    }
+};
+
+TEST_P(burst, many_endpoints_created_without_progress_all_connect)
+{
+    // As an application that creates an endpoint per peer, then computes
+    // before it first progresses: every request is sent or queued at once
+    // (more than the 32 in flight per peer), and each must be answered
+    // within CONN_TIMEOUT of the progress that follows, not of its creation.
+    constexpr unsigned n = 256;
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < n; ++i) {
+        eps.push_back(create_ep(m_a, m_b));
+        eps.push_back(create_ep(m_b, m_a));
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    ASSERT_TRUE(wait_for([&] {
+        return std::all_of(eps.begin(), eps.end(), [](uct_ep_h ep) {
+            return uct_ep_flush(ep, 0, nullptr) == UCS_OK;
+        });
+    }, 60)) << "not every endpoint connected";
+    EXPECT_EQ(0u, s_ep_errors) << "an endpoint failed: " << ucs_status_string(s_last_ep_error);
+    for (size_t i = 0; i < eps.size(); ++i) {
+        deliver(eps[i], 1000 + i, (i % 2 == 0) ? m_at_b : m_at_a);
+    }
+    EXPECT_EQ(static_cast<int>(2 * n), kernel_qps(qp_type())) << "one QP at each end per pair";
+}
+
 } // namespace
 
+INSTANTIATE_TEST_SUITE_P(tl, burst, ::testing::Values("rc_zv", "uc_zv"));
 INSTANTIATE_TEST_SUITE_P(tl, share, ::testing::Values("rc_zv", "uc_zv"));
 INSTANTIATE_TEST_SUITE_P(tl, qp_count, ::testing::Values("rc_zv", "uc_zv"));
 
