@@ -25,10 +25,11 @@ if ! (set -o pipefail; make -C "$build" check-device 2>&1 | tee "$log"); then
 fi
 
 # One closing line: checks of both tiers (unit: automake's counts; device:
-# the harness's, the device tests' and the two-host stage's own counts).
+# the harness's, the device tests', the two-rail and two-host stages' own
+# counts).
 unit_pass=$(sed -n 's/^# PASS: *//p' "$build/test-suite.log" 2>/dev/null | head -n1)
 unit_fail=$(sed -n 's/^# FAIL: *//p' "$build/test-suite.log" 2>/dev/null | head -n1)
-read -r dev_pass dev_fail < <(sed -n 's/^\(device: \|two-host: \)\{0,1\}\([0-9]*\) passed, \([0-9]*\) failed\(, [0-9]* skipped\)\{0,1\}$/\2 \3/p' "$log" |
+read -r dev_pass dev_fail < <(sed -n 's/^\(device: \|two-host: \|rails: \)\{0,1\}\([0-9]*\) passed, \([0-9]*\) failed\(, [0-9]* skipped\)\{0,1\}$/\2 \3/p' "$log" |
                               awk '{p += $1; f += $2} END {print p + 0, f + 0}')
 [ "$status" = 0 ] || [ $(( ${unit_fail:-0} + dev_fail )) -gt 0 ] || dev_fail=$((dev_fail + 1))
 echo "==== tests finished in $(( $(date +%s) - start )) s: $([ $status = 0 ] && echo PASSED || echo FAILED)"

@@ -1,10 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Device tier: run test/device/device-tests.sh in the Soft-RoCE VM (or
-# directly on a host with an active RDMA port), then the two-host stage
+# directly on a host with an active RDMA port), then the two-rail stage
+# (test/device/rails-tests.sh in a VM with two NICs) and the two-host stage
 # (test/device/two-host-tests.sh: two VMs joined by a virtual wire). Called
-# by `make check-device`. Fails when either stage fails; the exit status is
-# the first stage's when it failed, else the second's.
+# by `make check-device`. Fails when any stage fails; the exit status is
+# the first failed stage's.
+#   ZV_RAILS_STAGE=auto|1|0     run the two-rail stage: auto (default) runs
+#                               it unless this host has an active RDMA port
 #   ZV_TWO_HOST_STAGE=auto|1|0  run the two-host stage: auto (default) runs
 #                               it unless this host has an active RDMA port
 set -eu
@@ -27,6 +30,19 @@ status=0
     ${ucx_src:+--share "$ucx_src"} \
     -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
     "$src/test/device/device-tests.sh" || status=$?
+
+rails=${ZV_RAILS_STAGE:-auto}
+if [ "$rails" = 1 ] || { [ "$rails" = auto ] && [ $hca = 0 ]; }; then
+    echo "device tier: two-rail stage (a VM with two NICs)"
+    rc=0
+    "$src/contrib/vm/run.sh" --timeout 1200 --cpus 2 --nics 2 --share "$src" --share "$build" \
+        ${ucx_src:+--share "$ucx_src"} \
+        -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
+        "$src/test/device/rails-tests.sh" || rc=$?
+    [ $status != 0 ] || status=$rc
+else
+    echo "device tier: two-rail stage not run (ZV_RAILS_STAGE=$rails$([ $hca = 0 ] || echo ', active RDMA port here'))"
+fi
 
 stage=${ZV_TWO_HOST_STAGE:-auto}
 if [ "$stage" = 0 ] || { [ "$stage" = auto ] && [ $hca = 1 ]; }; then
