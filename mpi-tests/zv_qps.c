@@ -8,7 +8,7 @@
  * resource show qp`, iproute2) and rank 0 matches their peer QP numbers
  * (one device: numbers are unique) and prints, per type:
  *
- *   qps RC: 6 in all, per pair of ranks 2..2, to itself 2, to no rank 0 (ranks 2)
+ *   qps RC: 6 in all, per pair of ranks 2..2, to itself 2, to no rank 0 (ranks 2, round 1)
  *
  * "per pair of ranks": both ends of every connection between two ranks,
  * the fewest and the most over all pairs; "to itself": a rank's loopback
@@ -191,9 +191,14 @@ int main(int argc, char **argv)
     int *counts = calloc((size_t)size, sizeof(int)), *errs = calloc((size_t)size, sizeof(int));
     int rc = 0, again = 1, pass;
     /* A transport may finish connecting after the first messages (UCX's
-     * rc_verbs sends through its auxiliary transport meanwhile): count
-     * once no QP waits for its peer QP, or after 10 rounds. */
+     * rc_verbs sends through its auxiliary transport meanwhile, and under
+     * load takes seconds): count once no QP waits for its peer QP, trying
+     * again every 100 ms for up to 60 s. */
+    double until = MPI_Wtime() + 60;
     for (pass = 1; again; ++pass) {
+        if (pass > 1) {
+            usleep(100000);
+        }
         exchange(out, in, big, rank, size, &errors);
         MPI_Barrier(MPI_COMM_WORLD);
         int n = list_qps(mine, MAX_QPS);
@@ -202,7 +207,7 @@ int main(int argc, char **argv)
         MPI_Gather(mine, MAX_QPS * 3, MPI_INT, all, MAX_QPS * 3, MPI_INT, 0, MPI_COMM_WORLD);
         if (rank == 0) {
             int waiting = report(all, counts, errs, size, 0, pass, &rc);
-            again       = (waiting > 0) && (pass < 10);
+            again       = (waiting > 0) && (MPI_Wtime() < until);
             if (!again) {
                 (void)report(all, counts, errs, size, 1, pass, &rc);
             }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Registered buffer pool: slab allocation and registration (slow path).
 #include "iface/buffer_pool.h"
+#include "verbs/locality.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -32,7 +33,7 @@ buffer_pool::~buffer_pool()
 
 ucs_status_t buffer_pool::init(const verbs::device *dev, const char *name,
                                size_t payload, size_t headroom, unsigned per_slab,
-                               unsigned max_buffers, int access)
+                               unsigned max_buffers, int access, int numa_node)
 {
     m_dev      = dev;
     m_name     = name;
@@ -41,6 +42,7 @@ ucs_status_t buffer_pool::init(const verbs::device *dev, const char *name,
     m_per_slab = (per_slab == 0) ? 1 : per_slab;
     m_max      = max_buffers;
     m_access   = access;
+    m_numa_node = numa_node;
     // [buffer][pad][recv_desc ptr][headroom][payload], payload 8-aligned.
     m_data_offset = align_up(sizeof(buffer) + sizeof(uct_recv_desc_t *) + headroom, 8);
     m_stride      = align_up(m_data_offset + payload, cache_line);
@@ -75,6 +77,11 @@ ucs_status_t buffer_pool::grow()
     // Never shared with a child: a forked child must not touch pages the
     // device may still write into.
     (void)madvise(mem, size, MADV_DONTFORK);
+    // Near the device: registering touches the pages, so they land there.
+    if ((m_numa_node >= 0) && !verbs::bind_to_numa_node(mem, size, m_numa_node)) {
+        ucs_debug("%s: %s buffers not bound to NUMA node %d", m_dev->name().c_str(), m_name,
+                  m_numa_node);
+    }
     ibv_mr *mr = ibv_reg_mr(m_dev->pd(), mem, size, m_access);
     if (mr == nullptr) {
         const int err = errno;

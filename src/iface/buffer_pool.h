@@ -48,10 +48,12 @@ public:
     /// payload: usable bytes per buffer; headroom: bytes reserved before
     /// the payload (receive buffers); per_slab: buffers per registration;
     /// max_buffers: limit of the pool (0: unlimited). access: MR access.
+    /// numa_node: the device's NUMA node, where the slabs are allocated
+    /// (-1: wherever the kernel puts them).
     [[nodiscard]] ucs_status_t init(const verbs::device *dev, const char *name,
                                     size_t payload, size_t headroom,
                                     unsigned per_slab, unsigned max_buffers,
-                                    int access);
+                                    int access, int numa_node = -1);
 
     /// A buffer, or nullptr when the pool is exhausted or cannot grow.
     buffer *get()
@@ -137,6 +139,7 @@ private:
     size_t               m_stride      = 0;
     unsigned             m_per_slab    = 0;
     unsigned             m_max         = 0;
+    int                  m_numa_node   = -1;
     unsigned             m_allocated   = 0;
     int                  m_access      = 0;
     unsigned             m_failures    = 0; ///< slabs that could not be registered

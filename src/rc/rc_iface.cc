@@ -466,12 +466,13 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
 
     size_t headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
                       params->rx_headroom : 0;
+    const int node      = iface->super.md->locality.numa_node;
     ucs_status_t status = iface->rx_pool.init(&dev, "rc_zv receive", s.seg_size,
                                               headroom, 256, 0,
-                                              IBV_ACCESS_LOCAL_WRITE);
+                                              IBV_ACCESS_LOCAL_WRITE, node);
     if (status == UCS_OK) {
         status = iface->tx_pool.init(&dev, "rc_zv send", s.seg_size, 0, 128,
-                                     s.common.tx_max_bufs, IBV_ACCESS_LOCAL_WRITE);
+                                     s.common.tx_max_bufs, IBV_ACCESS_LOCAL_WRITE, node);
     }
     if (status == UCS_OK) {
         // Send buffers first: receive buffers take what locked memory is

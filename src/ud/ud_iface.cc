@@ -575,18 +575,20 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
     }
     iface->rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
                          params->rx_headroom : 0;
+    const int node = iface->super.md->locality.numa_node;
     status = iface->rx_pool.init(&dev, s.uc ? "uc_zv receive" : "ud_zv receive",
                                  iface->rx_offset + sizeof(ud_hdr) + iface->max_payload,
-                                 iface->rx_headroom, 256, 0, IBV_ACCESS_LOCAL_WRITE);
+                                 iface->rx_headroom, 256, 0, IBV_ACCESS_LOCAL_WRITE, node);
     if (status == UCS_OK) {
         status = iface->tx_pool.init(&dev, s.uc ? "uc_zv send" : "ud_zv send",
                                      sizeof(tx_desc) + sizeof(ud_hdr) + tx_payload,
-                                     0, 128, s.common.tx_max_bufs, IBV_ACCESS_LOCAL_WRITE);
+                                     0, 128, s.common.tx_max_bufs, IBV_ACCESS_LOCAL_WRITE,
+                                     node);
     }
     if (status == UCS_OK) {
         status = iface->tx_small_pool.init(&dev, s.uc ? "uc_zv small send" : "ud_zv small send",
                                            sizeof(tx_desc) + sizeof(ud_hdr) + small_payload,
-                                           0, 256, 0, IBV_ACCESS_LOCAL_WRITE);
+                                           0, 256, 0, IBV_ACCESS_LOCAL_WRITE, node);
     }
     if (status == UCS_OK) {
         // Send buffers first: receive buffers take what locked memory is

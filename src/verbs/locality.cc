@@ -23,6 +23,12 @@ struct topology_holder {
             topo = nullptr;
             return;
         }
+        // Not needed for a NIC's place, and costly: GPU runtimes, and
+        // libpciaccess (hwloc's Linux backend reads the PCI tree from sysfs
+        // itself; libpciaccess's name database is never freed).
+        for (const char *c : {"pci", "opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"}) {
+            (void)hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, c);
+        }
         // OpenFabrics OS devices and their PCI functions ("important" I/O).
         if ((hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0) ||
             (hwloc_topology_load(topo) != 0)) {
@@ -143,6 +149,19 @@ double remote_latency(hwloc_topology_t topo, const locality &loc, hwloc_const_cp
     }
     long d = (loc.numa_node >= 0) ? min_numa_distance(topo, loc.numa_node, binding) : -1;
     return (d >= 10) ? (d - 10) * 20e-9 : 200e-9;
+}
+
+bool bind_to_numa_node(void *addr, size_t len, int node)
+{
+    hwloc_topology_t topo = node_topology();
+    hwloc_obj_t n         = ((node >= 0) && (topo != nullptr)) ? numa_obj(topo, node) : nullptr;
+    if (n == nullptr) {
+        return false;
+    }
+    // BIND, not strict: a node that runs out makes the registration of
+    // these pages fail (the pool then keeps what it has), never a fault.
+    return hwloc_set_area_membind(topo, addr, len, n->nodeset, HWLOC_MEMBIND_BIND,
+                                  HWLOC_MEMBIND_BYNODESET) == 0;
 }
 
 hwloc_bitmap_t thread_binding(hwloc_topology_t topo)

@@ -6,6 +6,7 @@
 
 #include <hwloc.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ hwloc_topology_t node_topology();
 /// ib transports estimate it) or 200 ns without one.
 [[nodiscard]] double remote_latency(hwloc_topology_t topo, const locality &loc,
                                     hwloc_const_cpuset_t binding);
+
+/// Bind the pages of [addr, addr + len), not touched yet, to NUMA node
+/// 'node' (OS index) of this node's topology: they are then allocated
+/// there when first touched (registering them does). False, changing
+/// nothing, when node < 0, the node is unknown or hwloc refuses.
+bool bind_to_numa_node(void *addr, size_t len, int node);
 
 /// The calling thread's CPU binding, as UCX reads it (sched_getaffinity):
 /// all of the topology's CPUs when unbound or unreadable. The caller frees

@@ -57,12 +57,20 @@ ms_qps() { # tl np [mpirun args]: run zv_qps, print its lines; the most RC
 for ms_np in 2 4; do
     ms_qps rc_verbs,ud_verbs $ms_np -x UCX_UD_VERBS_ETH_DGID_CHECK=n   # (rxe: no DGID check)
     read -r ms_v_rc < "$ms_dir/qps"
+    # rc_verbs connects its RC lanes lazily, through ud_verbs; on a loaded
+    # host one pair's may not be there within zv_qps's 60 s (seen once in
+    # CI: 0 pairs matched). Then the bound is what rc_verbs holds once
+    # connected, one QP at each end: 2, said so.
+    ms_lim=$ms_v_rc
+    if [ "$ms_v_rc" = 0 ]; then
+        ms_lim=2; echo "  (rc_verbs did not finish connecting: bound 2, one QP at each end)"
+    fi
     for ms_tl in rc_zv uc_zv; do
         grep -q "Transport: $ms_tl\$" "$ms_dir/tls" || continue
         ms_qps $ms_tl $ms_np
         read -r ms_z < "$ms_dir/qps"
-        check "MPI over $ms_tl, $ms_np ranks: QPs per pair of ranks ($ms_z) no more than rc_verbs' ($ms_v_rc)" \
-              test "$ms_v_rc" != x -a "$ms_z" != x -a "$ms_z" -le "$ms_v_rc" -a "$ms_v_rc" -gt 0
+        check "MPI over $ms_tl, $ms_np ranks: QPs per pair of ranks ($ms_z) no more than rc_verbs' ($ms_lim)" \
+              test "$ms_lim" != x -a "$ms_z" != x -a "$ms_z" -le "$ms_lim" -a "$ms_z" -gt 0
     done
 done
 

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <sys/mman.h>
 #include <string>
 #include <vector>
 
@@ -110,6 +112,29 @@ TEST_P(locality, an_unbound_process_sees_both_nics_alike)
     hwloc_bitmap_t all = pus({0, 1, 2, 3});
     EXPECT_DOUBLE_EQ(verbs::remote_latency(m_topo, a, all),
                      verbs::remote_latency(m_topo, b, all));
+}
+
+// This machine's topology: pages bound to its first NUMA node (the
+// interfaces' buffer pools, bound to their device's node) are placed there
+// when first touched.
+TEST(numa_binding, pages_bound_to_a_node_are_placed_there)
+{
+    hwloc_topology_t topo = verbs::node_topology();
+    ASSERT_NE(nullptr, topo);
+    hwloc_obj_t node = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, 0);
+    ASSERT_NE(nullptr, node);
+    const size_t len = 16 * 4096;
+    void *mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, mem);
+    EXPECT_FALSE(verbs::bind_to_numa_node(mem, len, -1));
+    EXPECT_FALSE(verbs::bind_to_numa_node(mem, len, 100000)) << "no such node";
+    ASSERT_TRUE(verbs::bind_to_numa_node(mem, len, static_cast<int>(node->os_index)));
+    std::memset(mem, 1, len);
+    hwloc_bitmap_t where = hwloc_bitmap_alloc();
+    ASSERT_EQ(0, hwloc_get_area_memlocation(topo, mem, len, where, HWLOC_MEMBIND_BYNODESET));
+    EXPECT_TRUE(hwloc_bitmap_isequal(where, node->nodeset));
+    hwloc_bitmap_free(where);
+    munmap(mem, len);
 }
 
 INSTANTIATE_TEST_SUITE_P(topology, locality,
