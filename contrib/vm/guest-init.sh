@@ -86,27 +86,22 @@ printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\
 
 log "network and rxe0"
 ip link set lo up
-ip addr add "$ZV_IP/24" dev eth0 || fail "no eth0 (virtio-net)"
-ip link set eth0 up
-in_root rdma link add rxe0 type rxe netdev eth0 ||
-    fail "'rdma link add rxe0 type rxe netdev eth0' failed (is iproute2 installed on the host?)"
-i=0
-until grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null; do
-    i=$((i + 1)); [ $i -lt 100 ] || fail "rxe0 port 1 did not become ACTIVE"
-    sleep 0.1
-done
-if [ "${ZV_NICS:-1}" = 2 ]; then
-    # A second rail (run.sh --nics 2): eth1 on its own subnet, rxe1 on it.
-    ip addr add 10.0.3.15/24 dev eth1 || fail "no eth1 (run.sh --nics 2)"
-    ip link set eth1 up
-    in_root rdma link add rxe1 type rxe netdev eth1 ||
-        fail "'rdma link add rxe1 type rxe netdev eth1' failed"
-    i=0
-    until grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null; do
-        i=$((i + 1)); [ $i -lt 100 ] || fail "rxe1 port 1 did not become ACTIVE"
+# rxe_on NETDEV ADDR RXE: the address on the NIC, the rxe device on it, its
+# port 1 active.
+rxe_on() {
+    ip addr add "$2/24" dev "$1" || fail "no $1 (virtio-net; a second one: run.sh --nics 2)"
+    ip link set "$1" up
+    in_root rdma link add "$3" type rxe netdev "$1" ||
+        fail "'rdma link add $3 type rxe netdev $1' failed (is iproute2 installed on the host?)"
+    local i=0
+    until grep -q ACTIVE "/sys/class/infiniband/$3/ports/1/state" 2>/dev/null; do
+        i=$((i + 1)); [ $i -lt 100 ] || fail "$3 port 1 did not become ACTIVE"
         sleep 0.1
     done
-fi
+}
+rxe_on eth0 "$ZV_IP" rxe0
+# A second rail (run.sh --nics 2): eth1 on its own subnet, rxe1 on it.
+[ "${ZV_NICS:-1}" != 2 ] || rxe_on eth1 10.0.3.15 rxe1
 
 # The command's output channels (virtio-serial ports, found by name).
 out='' err=''
