@@ -86,6 +86,21 @@ printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\
 
 log "network and rxe0"
 ip link set lo up
+# eth0, eth1: the NICs in run.sh's order, found by MAC address (the kernel
+# names them in probe order, which PCIe expander buses (--numa 2) change).
+i=0
+for m in $ZV_MACS; do
+    for n in /sys/class/net/*; do
+        [ "$(cat "$n/address" 2>/dev/null)" = "$m" ] || continue
+        ip link set "${n##*/}" name "zvnic$i" || fail "could not rename ${n##*/} (MAC $m)"
+    done
+    i=$((i + 1))
+done
+i=0
+for m in $ZV_MACS; do
+    ip link set "zvnic$i" name "eth$i" || fail "no NIC with MAC $m"
+    i=$((i + 1))
+done
 # rxe_on NETDEV ADDR RXE: the address on the NIC, the rxe device on it, its
 # port 1 active.
 rxe_on() {

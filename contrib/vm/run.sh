@@ -24,6 +24,11 @@
 #   --nics N           1, or 2: a second NIC, eth1 = 10.0.3.15/24 on qemu's
 #                      user network, with rxe1 on it (two rails in one
 #                      guest; the default is $ZV_VM_NICS or 1)
+#   --numa N           1, or 2: two NUMA nodes (needs --cpus 2: CPU 0 and
+#                      half the memory on node 0, CPU 1 and the other half
+#                      on node 1, SLIT distance 21), with eth0 on a PCI
+#                      bus of node 0 and eth1 on one of node 1: a two-
+#                      socket node with a NIC per socket ($ZV_VM_NUMA or 1)
 #   --wire listen:PATH | connect:PATH
 #                      join eth0 to a virtual wire instead of qemu's user
 #                      network: a unix stream socket PATH that this qemu
@@ -71,6 +76,7 @@ ip=10.0.2.15
 mac=52:54:00:7a:76:01
 wire=
 nics=${ZV_VM_NICS:-1}
+numa=${ZV_VM_NUMA:-1}
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -96,6 +102,8 @@ while [ $# -gt 0 ]; do
         --wire=*) wire=${1#*=}; shift ;;
         --nics) [ $# -ge 2 ] || die "--nics needs a value"; nics=$2; shift 2 ;;
         --nics=*) nics=${1#*=}; shift ;;
+        --numa) [ $# -ge 2 ] || die "--numa needs a value"; numa=$2; shift 2 ;;
+        --numa=*) numa=${1#*=}; shift ;;
         -v|--verbose) verbose=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
@@ -107,6 +115,8 @@ done
 case "$timeout" in ''|*[!0-9]*|0) die "--timeout wants a positive number of seconds, not '$timeout'" ;; esac
 case "$cpus" in 1|2) ;; *) die "--cpus wants 1 or 2, not '$cpus'" ;; esac
 case "$nics" in 1|2) ;; *) die "--nics wants 1 or 2, not '$nics'" ;; esac
+case "$numa" in 1|2) ;; *) die "--numa wants 1 or 2, not '$numa'" ;; esac
+[ "$numa" = 1 ] || [ "$cpus" = 2 ] || die "--numa 2 needs --cpus 2 (one CPU per node)"
 for e in ${envs[@]+"${envs[@]}"}; do
     case "$e" in [A-Za-z_]*=*) ;; *) die "--env wants NAME=VALUE, not '$e'" ;; esac
 done
@@ -123,12 +133,36 @@ case "$wire" in
         netdev=(-netdev "stream,id=net0,server=$server,addr.type=unix,addr.path=$path") ;;
     *) die "--wire wants listen:PATH or connect:PATH, not '$wire'" ;;
 esac
-nic2=()
+# With --numa 2, NIC n sits behind a PCIe expander bus of NUMA node n (the
+# guest's kernel reads the node from ACPI, as on a real two-socket node).
+# The expanders and the NICs on them go last: qemu puts a device given no
+# bus on the newest one, and an expander takes only bridges.
+numa_args=() pxb_args=() nic_at=("" "")
+if [ "$numa" = 2 ]; then
+    case "$mem" in
+        *[Gg]) mib=$(( ${mem%[Gg]} * 1024 )) ;;
+        *[Mm]) mib=${mem%[Mm]} ;;
+        *[!0-9]*|'') die "--numa 2 wants --mem in M or G, not '$mem'" ;;
+        *) mib=$mem ;;
+    esac
+    case "$mib" in ''|*[!0-9]*) die "--numa 2 wants --mem in whole M or G, not '$mem'" ;; esac
+    for n in 0 1; do
+        numa_args+=(-object "memory-backend-ram,id=zvmem$n,size=$(( mib / 2 ))M"
+                    -numa "node,nodeid=$n,cpus=$n,memdev=zvmem$n")
+        pxb_args+=(-device "pxb-pcie,id=zvpxb$n,bus_nr=$(( 32 * (n + 1) )),numa_node=$n,bus=pcie.0"
+                   -device "pcie-root-port,id=zvrp$n,bus=zvpxb$n,chassis=$(( n + 1 )),slot=0")
+        nic_at[n]=",bus=zvrp$n"
+    done
+    # shellcheck disable=SC2054  # commas separate qemu sub-options
+    numa_args+=(-numa dist,src=0,dst=1,val=21)
+fi
+nic2=() mac2=
 if [ "$nics" = 2 ]; then
     # eth1: its own user network (its own subnet), MAC eth0's + 1.
     mac2=$(printf '%s:%02x' "${mac%:*}" $(( (0x${mac##*:} + 1) & 255 )))
+    # shellcheck disable=SC2054  # commas separate qemu sub-options
     nic2=(-netdev user,id=net1,restrict=on,ipv6=off,net=10.0.3.0/24)
-    nic2+=(-device "virtio-net-@BUS@,netdev=net1,mac=$mac2,event_idx=off")
+    nic2+=(-device "virtio-net-@BUS@,netdev=net1,mac=$mac2,event_idx=off${nic_at[1]}")
 fi
 
 timed_out() { echo "zverbs-vm: command timed out after $timeout s" >&2; exit 124; }
@@ -192,6 +226,7 @@ case "$machine" in
     microvm,*) bus=device ;;
     *) bus=pci ;;
 esac
+case "$numa:$machine" in 1:*|2:q35*) ;; *) die "--numa 2 needs the q35 machine (PCIe expander buses), not '$machine'" ;; esac
 for d in ${shares[@]+"${shares[@]}"}; do
     [ -d "$d" ] || die "--share '$d' is not a directory"
     d=$(cd "$d" && pwd -P)
@@ -212,6 +247,7 @@ cat >"$run/vm.conf" <<EOF
 ZV_HOSTNAME=$hostname
 ZV_IP=$ip
 ZV_NICS=$nics
+ZV_MACS="$mac${mac2:+ $mac2}"
 EOF
 
 {
@@ -249,6 +285,7 @@ exec 7>"$run/stdout" 8>"$run/stderr"
 # shellcheck disable=SC2054  # commas separate qemu sub-options, not elements
 qemu_args=(
     -name "$hostname" -machine "$machine,accel=tcg" -cpu max -smp "$cpus" -m "$mem"
+    ${numa_args[@]+"${numa_args[@]}"}
     -nodefaults -no-user-config -display none -no-reboot -monitor none
     -kernel "$kdir/boot-image" -initrd "$initrd" -append "$append"
     -chardev "file,id=zvcon,path=${run//,/,,}/console.log" -serial chardev:zvcon
@@ -258,19 +295,21 @@ qemu_args=(
     -device "virtio-9p-$bus,fsdev=zvrun,mount_tag=zvrun"
     ${share_args[@]+"${share_args[@]}"}
     "${netdev[@]}"
-    # event_idx=off: the guest kicks on every buffer. With event index,
-    # qemu 7.2's virtio-net can wait for a kick that never comes under load
-    # (fixed upstream in 2024, "virtio-net: fix network stall under load"
-    # and its follow-up); on the two-VM wire a receiver's NIC went deaf
-    # for good, twice in ~17 lossy ud_zv runs, with its kernel quiet.
-    -device "virtio-net-$bus,netdev=net0,mac=$mac,event_idx=off"
-    ${nic2[@]+"${nic2[@]//@BUS@/$bus}"}
     -device "virtio-serial-$bus,id=vser"
     -chardev "file,id=zvout,path=${run//,/,,}/stdout"
     -device virtserialport,bus=vser.0,nr=1,chardev=zvout,name=zv.stdout
     -chardev "file,id=zverr,path=${run//,/,,}/stderr"
     -device virtserialport,bus=vser.0,nr=2,chardev=zverr,name=zv.stderr
     -device "virtio-rng-$bus"
+    # The NICs last, after their expander buses (--numa 2; see above).
+    # event_idx=off: the guest kicks on every buffer. With event index,
+    # qemu 7.2's virtio-net can wait for a kick that never comes under load
+    # (fixed upstream in 2024, "virtio-net: fix network stall under load"
+    # and its follow-up); on the two-VM wire a receiver's NIC went deaf
+    # for good, twice in ~17 lossy ud_zv runs, with its kernel quiet.
+    ${pxb_args[@]+"${pxb_args[@]}"}
+    -device "virtio-net-$bus,netdev=net0,mac=$mac,event_idx=off${nic_at[0]}"
+    ${nic2[@]+"${nic2[@]//@BUS@/$bus}"}
 )
 # shellcheck disable=SC2206  # ZV_VM_QEMU_ARGS is split on purpose
 extra=(${ZV_VM_QEMU_ARGS:-})

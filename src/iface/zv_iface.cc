@@ -44,6 +44,9 @@ ucs_status_t init(zv_iface *iface, uct_iface_ops_t *ops,
     iface->md       = zmd;
     iface->port     = port;
     iface->settings = settings;
+    if (port->is_roce) {
+        (void)iface->reach.init(port->gid.raw);
+    }
     hwloc_topology_t topo = verbs::node_topology();
     hwloc_bitmap_t binding = verbs::thread_binding(topo);
     iface->remote_latency  = verbs::remote_latency(topo, zmd->locality, binding);
@@ -151,7 +154,7 @@ ucs_status_t get_device_address(uct_iface_h uct_iface, uct_device_addr_t *addr)
     return UCS_OK;
 }
 
-int is_device_reachable(const zv_iface *iface, const uct_device_addr_t *addr)
+int is_device_reachable(zv_iface *iface, const uct_device_addr_t *addr)
 {
     device_addr da;
     std::memcpy(&da, addr, sizeof(da));
@@ -163,7 +166,7 @@ int is_device_reachable(const zv_iface *iface, const uct_device_addr_t *addr)
         // Same IB subnet: equal GID subnet prefix.
         return std::memcmp(da.gid, iface->port->gid.raw, 8) == 0;
     }
-    return 1;
+    return iface->reach.reachable(da.gid);
 }
 
 void progress_disable(uct_iface_h iface, unsigned flags)

@@ -5,6 +5,7 @@
 
 #include "iface/scale.h"
 #include "md/zv_md.h"
+#include "verbs/route.h"
 
 #include "glue/ucx_internal.h"
 
@@ -62,6 +63,8 @@ struct zv_iface {
     int                      events_id = -1; ///< listener id at md->events
     /// A device-fatal event arrived: no new endpoints (set by the handler).
     bool                     device_lost = false;
+    /// RoCE over IPv4: which peers' GIDs this port can reach.
+    verbs::ipv4_reach        reach;
 };
 
 /// Initialise the UCX base interface inside 'iface' and bind it to the
@@ -102,7 +105,9 @@ void progress_disable(uct_iface_h iface, unsigned flags);
 /// UCT's internal ops, the same for every zv transport (performance
 /// estimate from the attributes; no vfs, ep query or invalidate).
 extern uct_iface_internal_ops_t internal_ops;
-int is_device_reachable(const zv_iface *iface, const uct_device_addr_t *addr);
+/// Whether the port of 'addr' can be reached from this one: the same IB
+/// subnet, or for RoCE the same link layer and a route (verbs::ipv4_reach).
+int is_device_reachable(zv_iface *iface, const uct_device_addr_t *addr);
 
 } // namespace zv::iface
 

@@ -237,17 +237,22 @@ ucs_status_t query_md_resources(uct_component_t *, uct_md_resource_desc_t **reso
 
 namespace {
 
-/// The device's place in the node, and the system device UCP knows it by
-/// (its PCI function; none for a device without one, such as rxe).
+/// The device's place in the node, and the system device UCP knows it by:
+/// its PCI function, or for a software RoCE device (rxe) the function of
+/// the NIC under its first port's GID.
 void find_locality(zv_md *md)
 {
-    const char *name = md->dev.name().c_str();
-    md->locality     = verbs::find_device(verbs::node_topology(), md->dev.name());
-    md->sys_device   = UCS_SYS_DEVICE_ID_UNKNOWN;
+    const char *name   = md->dev.name().c_str();
+    std::string netdev = md->dev.ports().empty() ?
+                                 std::string() :
+                                 verbs::port_netdev(md->dev.ctx(), md->dev.ports().front());
+    md->locality   = verbs::find_device(verbs::node_topology(), md->dev.name(), netdev);
+    md->sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
     const verbs::locality &loc = md->locality;
     if (!loc.found) {
-        ucs_debug("%s: not in hwloc's topology (no PCI function: a software device?): "
-                  "no locality, system device unknown", name);
+        ucs_debug("%s: neither it nor its network interface '%s' is in hwloc's topology "
+                  "(no PCI function): no locality, system device unknown",
+                  name, netdev.c_str());
         return;
     }
     if (loc.has_bus_id) {

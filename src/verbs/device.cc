@@ -5,6 +5,7 @@
 #include <ucs/debug/log_def.h>
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -202,6 +203,19 @@ const port_info *device::port(uint8_t port_num) const
         }
     }
     return nullptr;
+}
+
+std::string port_netdev(ibv_context *ctx, const port_info &port)
+{
+    ibv_gid_entry entry = {};
+    char          ifname[IF_NAMESIZE];
+    if (!port.is_roce || (port.gid_index < 0) ||
+        (ibv_query_gid_ex(ctx, port.port_num, static_cast<uint32_t>(port.gid_index), &entry,
+                          0) != 0) ||
+        (entry.ndev_ifindex == 0) || (if_indextoname(entry.ndev_ifindex, ifname) == nullptr)) {
+        return {};
+    }
+    return ifname;
 }
 
 ucs_status_t device::open(const std::string &name, int gid_index, device &out)

@@ -51,6 +51,10 @@ constexpr unsigned min_srq_wr = 64;
 /// UCX setting, not in the user's reference.
 constexpr const char *testing_no_srq_env = "ZV_TESTING_NO_SRQ";
 
+/// The network interface (e.g. eth0) that carries RoCE port 'port''s
+/// chosen GID; empty for InfiniBand, or when the kernel does not say.
+[[nodiscard]] std::string port_netdev(ibv_context *ctx, const port_info &port);
+
 /// Names of all verbs devices in the system (may be empty).
 [[nodiscard]] ucs_status_t device_names(std::vector<std::string> &names);
 

@@ -88,6 +88,19 @@ long min_numa_distance(hwloc_topology_t topo, int dev_node, hwloc_const_cpuset_t
     return (best == LONG_MAX) ? -1 : best;
 }
 
+/// The OS device of network interface 'ifname', or null.
+hwloc_obj_t network_osdev(hwloc_topology_t topo, const std::string &ifname)
+{
+    for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o != nullptr;
+         o = hwloc_get_next_osdev(topo, o)) {
+        if ((o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) && (o->name != nullptr) &&
+            (ifname == o->name)) {
+            return o;
+        }
+    }
+    return nullptr;
+}
+
 } // namespace
 
 hwloc_topology_t node_topology()
@@ -96,11 +109,14 @@ hwloc_topology_t node_topology()
     return holder.topo;
 }
 
-locality find_device(hwloc_topology_t topo, const std::string &name)
+locality find_device(hwloc_topology_t topo, const std::string &name, const std::string &netdev)
 {
     locality loc;
     hwloc_obj_t os = (topo != nullptr) ? hwloc_ibv_get_device_osdev_by_name(topo, name.c_str()) :
                                          nullptr;
+    if ((os == nullptr) && (topo != nullptr) && !netdev.empty()) {
+        os = network_osdev(topo, netdev);
+    }
     if (os == nullptr) {
         return loc;
     }
@@ -158,8 +174,9 @@ bool bind_to_numa_node(void *addr, size_t len, int node)
     if (n == nullptr) {
         return false;
     }
-    // BIND, not strict: a node that runs out makes the registration of
-    // these pages fail (the pool then keeps what it has), never a fault.
+    // BIND, not strict: hwloc asks the kernel to prefer the node
+    // (MPOL_PREFERRED_MANY where it has it: numa_maps says "prefer (many)"),
+    // so a node that is full spills to another instead of failing.
     return hwloc_set_area_membind(topo, addr, len, n->nodeset, HWLOC_MEMBIND_BIND,
                                   HWLOC_MEMBIND_BYNODESET) == 0;
 }

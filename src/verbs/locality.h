@@ -13,8 +13,8 @@
 
 namespace zv::verbs {
 
-/// A device's place in the topology. Devices hwloc does not place (rxe and
-/// other software devices have no PCI function) are 'found == false':
+/// A device's place in the topology. A device hwloc does not place, and
+/// whose network interface it does not place either, is 'found == false':
 /// every CPU is as near as any other, and there is no bus id.
 struct locality {
     bool                  found     = false;
@@ -31,7 +31,12 @@ struct locality {
 hwloc_topology_t node_topology();
 
 /// Where the verbs device 'name' (e.g. mlx5_0) sits in 'topo' (may be null).
-[[nodiscard]] locality find_device(hwloc_topology_t topo, const std::string &name);
+/// A device with no PCI function of its own (rxe, siw: RoCE or iWARP in
+/// software over a network interface) is where the interface 'netdev' that
+/// carries its traffic is, when one is given and hwloc places it: its
+/// packets, and the copies into them, go through that NIC.
+[[nodiscard]] locality find_device(hwloc_topology_t topo, const std::string &name,
+                                   const std::string &netdev = {});
 
 /// The extra latency UCP should see on a device at 'loc' for a process
 /// bound to 'binding': 0 when every CPU of the binding is local to the

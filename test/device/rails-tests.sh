@@ -12,6 +12,15 @@
 #    within ZV_RAIL_LIMIT s (default 120) of the loss, with success and its
 #    data intact, or with a clear error naming the transport, never hang;
 #    then eth1 comes back.
+# With two NUMA nodes, eth0 on node 0 and eth1 on node 1 (run.sh --numa 2,
+# as run-tier.sh runs it), first the locality of a two-socket node with a
+# NIC per socket (rxe has no PCI function: it is where its NIC is):
+#  - ucx_info -d gives each zv device its NIC's system device, and a
+#    process on CPU 0 sees the far device (rxe1) with more latency;
+#  - a rank's receive and send pools (rc_zv, uc_zv, ud_zv over both rails)
+#    have their pages on each device's NUMA node (/proc/PID/numa_maps);
+#  - both jobs pair the rails by reachability: a device's peer on the
+#    other rail's network is not reachable (ibv_create_ah() would fail).
 # (Bandwidth over two rails against one is a benchmark, not a test.)
 #
 # usage (standalone, in such a guest): ZV_BUILDDIR=B ZV_SRCDIR=S test/device/rails-tests.sh
@@ -40,6 +49,54 @@ rt_active() { # wait (up to 60 s) until rxe1's port is active again
     done
     return 1
 }
+
+if [ -d /sys/devices/system/node/node1 ]; then
+    echo "---- locality: NUMA node 0 with eth0 (rxe0), node 1 with eth1 (rxe1)"
+    rt_info() { # device transport field: one ucx_info -d field, on CPU 0
+        awk -v d="$1" -v t="$2" -v f="$3" '
+            /Transport:/ { tl = $NF } /Device:/ { dev = $NF }
+            tl == t && dev == d && index($0, f ":") { sub(/^.*: */, ""); print; exit }' "$ms_dir/info0"
+    }
+    LD_PRELOAD=$b/.libs/libuct_zv.so.0 taskset -c 0 ucx_info -d > "$ms_dir/info0" 2>&1
+    for rt_d in rxe0 rxe1; do
+        echo "  $rt_d: rc_zv system device '$(rt_info $rt_d:1 rc_zv 'System device')'," \
+             "latency $(rt_info $rt_d:1 rc_zv latency); rc_verbs '$(rt_info $rt_d:1 rc_verbs 'System device')'," \
+             "latency $(rt_info $rt_d:1 rc_verbs latency)"
+        for rt_tl in ${ZV_RAILS_TLS:-rc_zv uc_zv} ud_zv; do
+            check "locality: $rt_tl on $rt_d reports its NIC as system device" \
+                test "$(rt_info $rt_d:1 $rt_tl 'System device')" = "$rt_d (${rt_d#rxe})"
+        done
+    done
+    rt_lat0=$(rt_info rxe0:1 rc_zv latency) rt_lat1=$(rt_info rxe1:1 rc_zv latency)
+    check "locality: on CPU 0 the far device is slower ($rt_lat1 against $rt_lat0)" \
+        test "${rt_lat1%% *}" -gt "${rt_lat0%% *}"
+    for rt_tl in ${ZV_RAILS_TLS:-rc_zv uc_zv} ud_zv; do
+        timeout 120 mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls any \
+            --mca pml_ucx_devices any -x LD_PRELOAD="$b/.libs/libuct_zv.so.0" \
+            -x UCX_TLS="$rt_tl,self" -x UCX_NET_DEVICES=rxe0:1,rxe1:1 -x UCX_MAX_RNDV_RAILS=2 \
+            "$ms_t/zv_soak" -d 8 -S 1048576 > "$ms_dir/numa" 2>&1 &
+        rt_mp=$!
+        sleep 5
+        rt_pages=
+        for rt_p in $(pgrep -x zv_soak); do
+            # Pages under a policy of node N that sit on node N.
+            rt_pages+=" $(awk '/:0 .*N0=/ { sub(/.*N0=/, ""); n0 += $1 }
+                               /:1 .*N1=/ { sub(/.*N1=/, ""); n1 += $1 }
+                               END { printf "%d/%d", n0, n1 }' "/proc/$rt_p/numa_maps" 2>/dev/null)"
+        done
+        wait $rt_mp; rt_rc=$?
+        echo "  $rt_tl: exit $rt_rc; pages bound to and on node 0/node 1, per rank:$rt_pages"
+        [ $rt_rc = 0 ] || grep -m 3 -E "ERROR|Error" "$ms_dir/numa" | sed 's/^/    /'
+        check "locality: $rt_tl over both rails: data intact" \
+            bash -c "[ $rt_rc = 0 ] && grep -qE '^soak: .* 0 errors' '$ms_dir/numa'"
+        rt_good=0
+        for rt_x in $rt_pages; do
+            [ "${rt_x%/*}" -gt 0 ] && [ "${rt_x#*/}" -gt 0 ] && rt_good=$((rt_good + 1))
+        done
+        check "locality: $rt_tl: both ranks' buffers on both devices' nodes ($rt_pages )" \
+            test $rt_good = 2
+    done
+fi
 
 echo "---- two rails: rxe0 (eth0) and rxe1 (eth1)"
 for rt_tl in rc_verbs ${ZV_RAILS_TLS:-rc_zv uc_zv}; do

@@ -33,9 +33,9 @@ status=0
 
 rails=${ZV_RAILS_STAGE:-auto}
 if [ "$rails" = 1 ] || { [ "$rails" = auto ] && [ $hca = 0 ]; }; then
-    echo "device tier: two-rail stage (a VM with two NICs)"
+    echo "device tier: two-rail stage (a VM with two NUMA nodes and a NIC on each)"
     rc=0
-    "$src/contrib/vm/run.sh" --timeout 1200 --cpus 2 --nics 2 --share "$src" --share "$build" \
+    "$src/contrib/vm/run.sh" --timeout 1200 --cpus 2 --numa 2 --nics 2 --share "$src" --share "$build" \
         ${ucx_src:+--share "$ucx_src"} \
         -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
         "$src/test/device/rails-tests.sh" || rc=$?

@@ -91,6 +91,24 @@ TEST_P(locality, a_device_hwloc_does_not_place_has_no_locality)
     EXPECT_EQ(-1, r.numa_node);
     EXPECT_EQ(0, verbs::remote_latency(m_topo, r, pus({2})));
     EXPECT_FALSE(verbs::find_device(nullptr, "mlx5_0").found);
+    // Nor does naming a network interface hwloc does not know (a bridge,
+    // a tunnel, veth) give it one.
+    EXPECT_FALSE(verbs::find_device(m_topo, "rxe0", "veth3").found);
+}
+
+TEST_P(locality, a_software_device_is_where_its_network_interface_is)
+{
+    // rxe0 over ens7, a NIC on socket 1: its traffic goes through ens7.
+    verbs::locality r = verbs::find_device(m_topo, "rxe0", "ens7");
+    ASSERT_TRUE(r.found);
+    EXPECT_EQ((std::vector<unsigned>{2, 3}), r.cpus);
+    EXPECT_EQ(1, r.numa_node);
+    ASSERT_TRUE(r.has_bus_id);
+    EXPECT_EQ(0x84, r.bus);
+    EXPECT_EQ(0, verbs::remote_latency(m_topo, r, pus({2})));
+    EXPECT_GT(verbs::remote_latency(m_topo, r, pus({0})), 0);
+    // A device of its own is found as itself, whatever interface is named.
+    EXPECT_EQ(0x83, verbs::find_device(m_topo, "mlx5_1", "ens7").bus);
 }
 
 TEST_P(locality, a_process_bound_to_a_socket_prefers_its_nic)
