@@ -15,7 +15,11 @@ fi
 mkdir -p "$build"
 cd "$build"
 if [ ! -f Makefile ] || [ "$repo/configure" -nt Makefile ]; then
-    "$repo/configure" ${ZV_CONFIGURE_FLAGS:-}
+    # The tiers install as root into the VM's (throw-away) system: UCX's and
+    # Open MPI's own directories. ZV_CONFIGURE_FLAGS may override them.
+    # shellcheck disable=SC2086  # flags are split on purpose
+    "$repo/configure" --with-ucx-moduledir=system --with-ompi-componentdir=system \
+        ${ZV_CONFIGURE_FLAGS:-}
 fi
 make -j2
 make -j2 check TESTS= >/dev/null   # build the test programs too

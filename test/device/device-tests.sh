@@ -166,6 +166,38 @@ pt_tls=uc_zv,self
 # iterations keep this a functional check inside the 120 s limit.
 perftest uc_put_bw ucp_put_bw 1048576 -n 20
 
+# ---- An unprivileged user's install under a prefix: configure
+# --prefix=/home/zvuser/zv (test/device/run-tier.sh built that tree), then
+# as that user, no root step: make install, and MPI jobs that find the
+# component through mca_base_component_path; the component loads the module
+# from the prefix. Before the system install below, which would hide it.
+pb=${ZV_PREFIX_BUILDDIR:-}
+if [ -n "$pb" ]; then
+    useradd -m -d /home/zvuser zvuser 2>"$tmp/useradd" || cat "$tmp/useradd"
+    as_user() { # no root: zvuser's uid, gid and groups, its HOME
+        (cd /home/zvuser && setpriv --reuid=zvuser --regid=zvuser --init-groups \
+            env HOME=/home/zvuser USER=zvuser LOGNAME=zvuser "$@")
+    }
+    as_user make -C "$pb" install > "$tmp/uinst" 2>&1
+    rc=$?
+    [ $rc = 0 ] || tail -n 15 "$tmp/uinst"
+    check "an unprivileged user's make install into its home (--prefix)" test $rc = 0
+    check "the prefix holds the module and the component" \
+        test -f /home/zvuser/zv/lib/ucx/libuct_zv.so.0 -a -f /home/zvuser/zv/lib/openmpi/mca_rcache_zverbs.so
+    sys_comp=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
+    upath=/home/zvuser/zv/lib/openmpi:$sys_comp
+    as_user mpirun -np 2 --mca mca_base_component_path "$upath" "$b/mpi-tests/zv_probe" > "$tmp/up" 2>&1
+    cat "$tmp/up"
+    check "the user's MPI ranks have zv from the prefix (component path, no LD_PRELOAD)" \
+        test "$(grep -c 'zv registered, 1 memory domain' "$tmp/up")" = 2
+    as_user mpirun -np 2 --mca mca_base_component_path "$upath" --mca pml ucx \
+        --mca pml_ucx_tls rc_zv --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,self \
+        -x UCX_NET_DEVICES="$dev:1" "$b/mpi-tests/zv_osu" -t bw -S 4194304 -i 20 > "$tmp/uosu" 2>&1
+    rc=$?
+    tail -n 3 "$tmp/uosu"
+    check "the user's MPI bandwidth 1 B..4 MiB validated over rc_zv (no root)" test $rc = 0
+fi
+
 # ---- Open MPI: the installed component brings the module in, no LD_PRELOAD.
 # The VM's root is an overlay: installing here changes nothing on the host.
 if make -C "$b" install > "$tmp/install.log" 2>&1; then
@@ -285,6 +317,8 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
 else
     tail -20 "$tmp/install.log"
     check "make install" false
+    echo "  (the device tier installs into UCX's and Open MPI's own directories:" \
+         "configure --with-ucx-moduledir=system --with-ompi-componentdir=system, as contrib/build.sh does)"
 fi
 
 echo "device: $pass passed, $fail failed"

@@ -25,10 +25,27 @@ fi
 # The UCX sources the build used: make (install) inside the VM must see the
 # same headers its dependency files name, wherever they were unpacked.
 ucx_src=$(sed -n 's/^UCX_SRC = //p' "$build/Makefile")
+# A second build, configured as a user without root would configure it
+# (--prefix in their home, every other directory by default), for the
+# device tests' unprivileged install: in the VM, user zvuser runs its
+# make install and an MPI job, with no root step (ZV_PREFIX_CHECK=0 skips).
+prefix_build=
+if [ "${ZV_PREFIX_CHECK:-1}" = 1 ]; then
+    prefix_build=$build/prefix-user
+    mkdir -p "$prefix_build"
+    if ! { [ -f "$prefix_build/Makefile" ] ||
+           (cd "$prefix_build" && "$src/configure" --prefix=/home/zvuser/zv \
+                ${ucx_src:+--with-ucx-src="$ucx_src"} > configure.out 2>&1); } ||
+       ! make -C "$prefix_build" -j2 > "$prefix_build/make.out" 2>&1; then
+        tail -n 20 "$prefix_build/configure.out" "$prefix_build/make.out" 2>/dev/null
+        echo "device tier: the build for the unprivileged install (configure --prefix) failed"
+        exit 1
+    fi
+fi
 status=0
 "$src/contrib/vm/run.sh" --timeout "$timeout" --cpus 2 --share "$src" --share "$build" \
     ${ucx_src:+--share "$ucx_src"} \
-    -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" -- \
+    -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" ${prefix_build:+-e ZV_PREFIX_BUILDDIR="$prefix_build"} -- \
     "$src/test/device/device-tests.sh" || status=$?
 
 rails=${ZV_RAILS_STAGE:-auto}
