@@ -14,7 +14,9 @@ set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${ZV_BUILDDIR:-$(pwd)}
 build=$(cd "$build" && pwd)
-timeout=${ZV_DEVICE_TIMEOUT:-1800}
+# A guard against a hang, not a budget: the one-VM stage ran close to 30
+# minutes in CI (2026-12), and load beside it stretches that.
+timeout=${ZV_DEVICE_TIMEOUT:-2700}
 echo "device tier: build $build, timeout ${timeout}s"
 hca=0
 if ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then hca=1; fi
