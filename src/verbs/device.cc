@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Verbs device open/close, port and GID discovery.
 #include "verbs/device.h"
+#include "verbs/route.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -123,12 +124,6 @@ ucs_status_t device_names(std::vector<std::string> &names)
 
 namespace {
 
-bool gid_is_ipv4_mapped(const ibv_gid &gid)
-{
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return std::memcmp(gid.raw, prefix, sizeof(prefix)) == 0;
-}
-
 // RoCE: prefer a RoCE v2 GID with an IPv4-mapped address (routable, what
 // rdma_cm picks), then any RoCE v2 GID, then index 0. IB: index 0.
 int choose_gid_index(ibv_context *ctx, const port_info &port)
@@ -145,9 +140,8 @@ int choose_gid_index(ibv_context *ctx, const port_info &port)
         if (entry.gid_type != IBV_GID_TYPE_ROCE_V2) {
             continue;
         }
-        ibv_gid gid;
-        std::memcpy(gid.raw, entry.gid.raw, sizeof(gid.raw));
-        if (gid_is_ipv4_mapped(gid)) {
+        uint32_t ipv4;
+        if (gid_ipv4(entry.gid.raw, &ipv4)) {
             return i;
         }
         if (v2_any < 0) {
