@@ -104,11 +104,8 @@ cache::~cache()
             return true;
         });
     }
-    for (chunk *ch = m_chunks; ch != nullptr; ch = ch->next) {
-        for (size_t i = 0; i < k_chunk_regions; ++i) {
-            busy += !forked && ((ch->regions[i].m_state.load(std::memory_order_relaxed) &
-                                 region::k_refmask) != 0);
-        }
+    if (!forked) {
+        busy += held_pooled();
     }
 
     region *odp = m_odp_region.load(std::memory_order_relaxed);
@@ -130,6 +127,32 @@ cache::~cache()
         delete ch;
         ch = next;
     }
+}
+
+size_t cache::held_pooled() const
+{
+    size_t busy = 0;
+    for (const chunk *ch = m_chunks; ch != nullptr; ch = ch->next) {
+        for (size_t i = 0; i < k_chunk_regions; ++i) {
+            busy += (ch->regions[i].m_state.load(std::memory_order_relaxed) &
+                     region::k_refmask) != 0;
+        }
+    }
+    return busy;
+}
+
+size_t cache::in_use()
+{
+    std::lock_guard<std::mutex> guard(m_lock);
+    size_t busy = held_pooled();
+    busy += m_private_regs.load(std::memory_order_relaxed) -
+            m_private_deregs.load(std::memory_order_relaxed);
+    const region *odp = m_odp_region.load(std::memory_order_relaxed);
+    if (odp != nullptr) {
+        // The cache's own reference is not a caller's.
+        busy += (odp->m_state.load(std::memory_order_relaxed) & region::k_refmask) - 1;
+    }
+    return busy;
 }
 
 region *cache::alloc_region()

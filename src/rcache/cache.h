@@ -57,6 +57,9 @@ public:
                                              cache **out);
     // Deregisters everything idle. Regions still held are reported and leaked.
     static void destroy(cache *c);
+    // Regions callers hold (got and not yet put); 0 means destroy() leaks
+    // nothing. Takes the cache lock: not for hot paths.
+    size_t in_use();
 
     // Returns a region covering [addr, addr + len) registered with at least
     // access, holding one reference for the caller. Errors: the backend's
@@ -104,6 +107,8 @@ private:
     bool     make_room(size_t bytes);
     // Retires every idle cached region; returns how many.
     size_t   evict_idle();
+    // Pooled regions with references (under m_lock).
+    size_t   held_pooled() const;
     region  *alloc_region();
     void     lru_push_head(region *r);
     void     lru_remove(region *r);

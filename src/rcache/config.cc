@@ -14,6 +14,8 @@
 
 namespace zv::rcache {
 
+std::atomic<int> g_log_cap{UCS_LOG_LEVEL_LAST};
+
 const char *const k_monitor_kind_names[] = {"none", "uffd", "ucm", "auto", nullptr};
 const char *const k_uffd_mode_names[]    = {"auto", "wp", "missing", nullptr};
 
