@@ -156,7 +156,7 @@ const char *zv_cache_monitor(zv_cache_t *cache);
 
 /* Copies the counters into *stats; size: sizeof(struct zv_cache_stats) as the
  * caller knows it (fields beyond it are not written). Returns 0 or -EINVAL. */
-int zv_cache_stats(zv_cache_t *cache, struct zv_cache_stats *stats, size_t size);
+int zv_cache_read_stats(zv_cache_t *cache, struct zv_cache_stats *stats, size_t size);
 
 /* Deregisters every idle registration now (e.g. before handing memory back
  * to the system in bulk). Held regions stay valid and are released at put. */

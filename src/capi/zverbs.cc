@@ -341,7 +341,7 @@ ZV_API const char *zv_cache_monitor(zv_cache_t *cache)
     return (cache != nullptr) ? cache->cache->mode_name() : "none";
 }
 
-ZV_API int zv_cache_stats(zv_cache_t *cache,
+ZV_API int zv_cache_read_stats(zv_cache_t *cache,
                                                           struct zv_cache_stats *stats,
                                                           size_t size)
 {

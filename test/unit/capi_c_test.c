@@ -39,7 +39,7 @@ int zv_test_c_api(zv_cache_t *cache, void *buf, size_t len)
         return __LINE__;
     }
     zv_cache_put(cache, region);
-    if (zv_cache_stats(cache, &stats, sizeof(stats)) != 0) {
+    if (zv_cache_read_stats(cache, &stats, sizeof(stats)) != 0) {
         return __LINE__;
     }
     if ((stats.registrations == 0) || (zv_cache_monitor(cache) == NULL) ||

@@ -49,7 +49,7 @@ zv_cache_params params_for(const char *monitor)
     return p;
 }
 
-class capi : public testing::TestWithParam<const char *> {
+class capi_cache : public testing::TestWithParam<const char *> {
 protected:
     void SetUp() override
     {
@@ -66,6 +66,8 @@ protected:
         touch(w, k_page);
         put(get(w, k_page));
         munmap(w, k_page);
+        zv_cache_flush(m_cache); // tests start with an empty cache
+        EXPECT_EQ(0u, stats().cached_regions);
     }
 
     void TearDown() override
@@ -111,9 +113,9 @@ protected:
 
     zv_cache_stats stats()
     {
-        zv_cache_stats s;
+        struct zv_cache_stats s;
         std::memset(&s, 0xff, sizeof(s));
-        EXPECT_EQ(0, zv_cache_stats(m_cache, &s, sizeof(s)));
+        EXPECT_EQ(0, zv_cache_read_stats(m_cache, &s, sizeof(s)));
         return s;
     }
 
@@ -122,12 +124,12 @@ protected:
     zv_cache_t  *m_cache = nullptr;
 };
 
-TEST_P(capi, monitor_is_the_one_asked_for)
+TEST_P(capi_cache, monitor_is_the_one_asked_for)
 {
     EXPECT_STREQ(GetParam(), zv_cache_monitor(m_cache));
 }
 
-TEST_P(capi, hit_returns_the_same_keys)
+TEST_P(capi_cache, hit_returns_the_same_keys)
 {
     char *p = map_pages(4);
     touch(p, 4 * k_page);
@@ -149,7 +151,7 @@ TEST_P(capi, hit_returns_the_same_keys)
     munmap(p, 4 * k_page);
 }
 
-TEST_P(capi, access_upgrade)
+TEST_P(capi_cache, access_upgrade)
 {
     char *p = map_pages(2);
     touch(p, 2 * k_page);
@@ -163,7 +165,7 @@ TEST_P(capi, access_upgrade)
     munmap(p, 2 * k_page);
 }
 
-TEST_P(capi, fresh_registration_after_munmap_and_mmap)
+TEST_P(capi_cache, fresh_registration_after_munmap_and_mmap)
 {
     char *p = map_pages(4);
     touch(p, 4 * k_page);
@@ -179,7 +181,7 @@ TEST_P(capi, fresh_registration_after_munmap_and_mmap)
     munmap(p, 4 * k_page);
 }
 
-TEST_P(capi, fresh_registration_after_mmap_fixed_and_madvise)
+TEST_P(capi_cache, fresh_registration_after_mmap_fixed_and_madvise)
 {
     char *p = map_pages(4);
     touch(p, 4 * k_page);
@@ -196,7 +198,7 @@ TEST_P(capi, fresh_registration_after_mmap_fixed_and_madvise)
     munmap(p, 4 * k_page);
 }
 
-TEST_P(capi, invalidated_while_held_is_released_at_put)
+TEST_P(capi_cache, invalidated_while_held_is_released_at_put)
 {
     char *p = map_pages(2);
     touch(p, 2 * k_page);
@@ -215,15 +217,15 @@ TEST_P(capi, invalidated_while_held_is_released_at_put)
     munmap(p, 2 * k_page);
 }
 
-TEST_P(capi, stats_count_misses_hits_and_registrations)
+TEST_P(capi_cache, stats_count_misses_hits_and_registrations)
 {
-    const zv_cache_stats s0 = stats();
+    const struct zv_cache_stats s0 = stats();
     char *p = map_pages(8);
     touch(p, 8 * k_page);
     for (int i = 0; i < 5; ++i) {
         use(p, 8 * k_page);
     }
-    const zv_cache_stats s1 = stats();
+    const struct zv_cache_stats s1 = stats();
     EXPECT_EQ(4096u, s1.max_regions);
     EXPECT_EQ(size_t(1) << 30, s1.max_size);
     if (caching()) {
@@ -236,15 +238,15 @@ TEST_P(capi, stats_count_misses_hits_and_registrations)
         EXPECT_EQ(s0.deregistrations + 5, s1.deregistrations);
     }
     // A caller that knows a shorter struct gets only its fields written.
-    zv_cache_stats part;
+    struct zv_cache_stats part;
     std::memset(&part, 0xab, sizeof(part));
-    EXPECT_EQ(0, zv_cache_stats(m_cache, &part, offsetof(zv_cache_stats, evictions)));
+    EXPECT_EQ(0, zv_cache_read_stats(m_cache, &part, offsetof(zv_cache_stats, evictions)));
     EXPECT_EQ(s1.registrations, part.registrations);
     EXPECT_EQ(0xababababababababull, part.evictions);
     munmap(p, 8 * k_page);
 }
 
-TEST_P(capi, close_with_regions_held_is_ebusy_and_keeps_the_cache)
+TEST_P(capi_cache, close_with_regions_held_is_ebusy_and_keeps_the_cache)
 {
     char *p = map_pages(2);
     touch(p, 2 * k_page);
@@ -261,7 +263,7 @@ TEST_P(capi, close_with_regions_held_is_ebusy_and_keeps_the_cache)
     munmap(p, 2 * k_page);
 }
 
-TEST_P(capi, from_c)
+TEST_P(capi_cache, from_c)
 {
     char *p = map_pages(4);
     touch(p, 4 * k_page);
@@ -269,7 +271,7 @@ TEST_P(capi, from_c)
     munmap(p, 4 * k_page);
 }
 
-INSTANTIATE_TEST_SUITE_P(monitors, capi, testing::Values("uffd", "ucm", "none"),
+INSTANTIATE_TEST_SUITE_P(monitors, capi_cache, testing::Values("uffd", "ucm", "none"),
                          [](const testing::TestParamInfo<const char *> &i) {
                              return std::string(i.param);
                          });
@@ -295,7 +297,7 @@ TEST(capi_params, bad_values_are_errors)
     EXPECT_EQ(nullptr, c);
     EXPECT_EQ(-EINVAL, zv_cache_open(nullptr, nullptr, &c));
     EXPECT_EQ(-EINVAL, zv_cache_close(nullptr));
-    EXPECT_EQ(-EINVAL, zv_cache_stats(nullptr, nullptr, 0));
+    EXPECT_EQ(-EINVAL, zv_cache_read_stats(nullptr, nullptr, 0));
     EXPECT_STREQ("none", zv_cache_monitor(nullptr));
     EXPECT_NE(nullptr, zv_strerror(-EINVAL));
     EXPECT_NE(nullptr, zv_strerror(12345));
@@ -361,9 +363,9 @@ TEST(capi_params, caches_share_one_uffd_monitor)
     ASSERT_EQ(0, zv_cache_get(c2, b, 2 * k_page, k_rw, &r2));
     zv_cache_put(c1, r1);
     zv_cache_put(c2, r2);
-    zv_cache_stats s1, s2;
-    ASSERT_EQ(0, zv_cache_stats(c1, &s1, sizeof(s1)));
-    ASSERT_EQ(0, zv_cache_stats(c2, &s2, sizeof(s2)));
+    struct zv_cache_stats s1, s2;
+    ASSERT_EQ(0, zv_cache_read_stats(c1, &s1, sizeof(s1)));
+    ASSERT_EQ(0, zv_cache_read_stats(c2, &s2, sizeof(s2)));
     EXPECT_EQ(0u, s1.uncached + s2.uncached) << "both caches watch the same memory";
     ASSERT_EQ(0, munmap(b, 2 * k_page));
     ASSERT_EQ(b, map_pages(2, b));
