@@ -310,6 +310,9 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
         grep -vE '^-+$|^$' "$tmp/cs" | head -n 8
         check "MPI cache stress over rc_zv, monitor $mon: nothing stale" test $rc = 0
     done
+    # libzverbs: contrib/examples built against the installed zverbs.pc (and
+    # the user's prefix), ping-pong under each monitor, nothing stale
+    . "$s/test/device/capi-suite.sh"
     # the MPI suite and unmodified applications over every landed zv transport
     . "$s/test/device/mpi-suite.sh"
     # fork after registration, a tiny locked-memory limit, a rank killed
