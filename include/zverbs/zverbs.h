@@ -35,7 +35,10 @@
  * each zv_cache_get() registers for that one use and zv_cache_put()
  * deregisters it; the parent's registrations are never deregistered by the
  * child (the verbs context is the parent's). zv_cache_monitor() then says
- * "fork-bypass".
+ * "fork-bypass". Only fork() through libc is noticed (pthread_atfork). A child
+ * may zv_cache_close() the parent's caches; regions the parent held at the
+ * fork count as held there (-EBUSY), and nothing of the parent's is
+ * deregistered either way.
  *
  * Monitors (zv_cache_params.monitor, the names and default of UCX's
  * UCX_ZV_RCACHE_MONITOR):

@@ -5,6 +5,8 @@
 #include "rcache/log.h"
 
 #include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -260,6 +262,35 @@ TEST_P(capi_cache, close_with_regions_held_is_ebusy_and_keeps_the_cache)
     EXPECT_EQ(0, zv_cache_close(m_cache));
     m_cache = nullptr;
     EXPECT_EQ(0u, m_be.live());
+    munmap(p, 2 * k_page);
+}
+
+TEST_P(capi_cache, fork_child_bypasses_the_parents_registrations)
+{
+    char *p = map_pages(2);
+    touch(p, 2 * k_page);
+    const uint32_t parent_key = use(p, 2 * k_page);
+    const pid_t    pid        = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        // Only async-signal-safe-ish checks here; the exit code says which failed.
+        zv_region_t *r = nullptr;
+        if (zv_cache_get(m_cache, p, 2 * k_page, k_rw, &r) != 0) {
+            _exit(2);
+        }
+        const bool fresh  = zv_region_lkey(r) != parent_key;
+        const bool bypass = std::strcmp(zv_cache_monitor(m_cache), "fork-bypass") == 0;
+        zv_cache_put(m_cache, r);
+        _exit(!fresh ? 3 : ((caching() && !bypass) ? 4 : 0));
+    }
+    int status = -1;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(0, WEXITSTATUS(status)) << "2: get failed, 3: the parent's registration, "
+                                         "4: not in fork-bypass mode";
+    if (caching()) {
+        EXPECT_EQ(parent_key, use(p, 2 * k_page)) << "the parent's cache is untouched";
+    }
     munmap(p, 2 * k_page);
 }
 
