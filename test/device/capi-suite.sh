@@ -11,7 +11,10 @@
 #    libucm (libzverbs does), but they cannot see a raw system call, which is
 #    why uffd is the default; the example's direct-syscall mode is not run
 #    under ucm;
-#  - auto: must resolve to uffd here.
+#  - auto: must resolve to uffd here;
+#  - the negative control: ucm with direct system calls, which it cannot
+#    see, must make the receivers report stale data and exit 1 (the check
+#    can fail).
 # After the user prefix install of device-tests.sh (as_user and
 # /home/zvuser/zv), the user builds the example against its own
 # /home/zvuser/zv/lib/pkgconfig and runs it, unprivileged, under uffd.
@@ -59,6 +62,16 @@ if [ $cs_rc = 0 ]; then
     cs_pingpong "none, direct system calls" none -- "$cs_dir/ex/rc_pingpong" -m none -n 40
     cs_pingpong "ucm, libc calls" ucm -- "$cs_dir/ex/rc_pingpong" -m ucm -l -n 100
     cs_pingpong "auto (default), direct system calls" uffd -- "$cs_dir/ex/rc_pingpong" -n 40
+    cs_port=$((cs_port + 1))
+    timeout 180 "$cs_dir/ex/rc_pingpong" -m ucm -n 10 -d "$dev" -p $cs_port > "$cs_dir/server" 2>&1 &
+    cs_spid=$!
+    timeout 180 "$cs_dir/ex/rc_pingpong" -m ucm -n 10 -d "$dev" -p $cs_port 127.0.0.1 > "$cs_dir/client" 2>&1
+    cs_crc=$?
+    wait $cs_spid
+    cs_src=$?
+    grep -h 'stale data' "$cs_dir/server" "$cs_dir/client" | head -n 2
+    check "negative control, ucm with direct system calls (unseen): the receivers report stale data, exit 1" \
+          bash -c "[ $cs_src = 1 ] && [ $cs_crc = 1 ] && grep -q 'stale data' '$cs_dir/server' '$cs_dir/client'"
 fi
 
 # The unprivileged user's prefix install, if device-tests.sh made it.
