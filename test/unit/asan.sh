@@ -26,10 +26,13 @@ fi
 sources()
 {
     awk -v v="$1" '$1 == v && $2 == "=" { on = 1 } on { print; if ($NF != "\\") exit }' \
-        "$zv_builddir/Makefile" | tr ' \t\\' '\n\n\n' | grep '\.cc$' | paste -sd, -
+        "$zv_builddir/Makefile" | tr ' \t\\' '\n\n\n' | grep -E '\.(cc|c)$' | paste -sd, -
 }
-core=$(sources libzv_core_la_SOURCES)
+# What zv_unit links: the core, the cache (libzv_rcache.la) and the C API
+# (libzv_capi.la); the tests' C file (the C API's) is compiled as C++ here.
+core=$(sources libzv_core_la_SOURCES),$(sources libzv_rcache_la_SOURCES),$(sources libzv_capi_la_SOURCES)
 tests=$(sources test_unit_zv_unit_SOURCES)
+case ",$core," in *,,*) core= ;; esac
 [ -n "$core" ] && [ -n "$tests" ] || { echo "FAIL: no source lists in $zv_builddir/Makefile"; exit 1; }
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" /* test/unit/asan.sh compiles this file with g++ */
+#endif
 int zv_test_c_api(zv_cache_t *cache, void *buf, size_t len);
 
 /* 0, or the line of the first check that failed. */

@@ -23,13 +23,13 @@ else
     tmp=1
 fi
 
-# The .cc files of one '+=' block of rcache.am.
+# The .cc files of one '=' or '+=' block of rcache.am.
 am_sources()
 {
-    awk -v v="$1" '$1 == v && $2 == "+=" { on = 1; next } on { print; if ($NF != "\\") exit }' \
+    awk -v v="$1" '$1 == v && ($2 == "+=" || $2 == "=") { on = 1; next } on { print; if ($NF != "\\") exit }' \
         "$zv_srcdir/src/rcache/rcache.am" | tr ' \t\\' '\n\n\n' | grep '\.cc$' | paste -sd, -
 }
-core=$(am_sources libzv_core_la_SOURCES)
+core=$(am_sources libzv_rcache_la_SOURCES)
 tests=$(am_sources test_unit_zv_unit_SOURCES)
 [ -n "$core" ] && [ -n "$tests" ] || { echo "FAIL: no source lists in src/rcache/rcache.am"; exit 1; }
 
