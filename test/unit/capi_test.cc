@@ -9,8 +9,12 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 extern "C" int zv_test_c_api(zv_cache_t *cache, void *buf, size_t len);
 
@@ -412,6 +416,51 @@ TEST(capi_params, caches_share_one_uffd_monitor)
     EXPECT_EQ(0u, be1.live() + be2.live());
     EXPECT_EQ(0u, be1.stale() + be2.stale());
     munmap(b, 2 * k_page);
+}
+
+// Caches opened, used and closed from several threads at once: the shared
+// monitor is created and destroyed under the library's lock, never twice.
+TEST(capi_params, caches_open_and_close_from_threads)
+{
+    capi_quiet      quiet;
+    fake_backend    be;
+    zv_cache_params p     = params_for("uffd");
+    zv_cache_t     *probe = nullptr;
+    if (capi::open_on_backend(&be, &p, &probe) != 0) {
+        GTEST_SKIP() << "uffd monitor cannot run here";
+    }
+    ASSERT_EQ(0, zv_cache_close(probe));
+    const int             rounds = std::max(2, static_cast<int>(20 * test_scale()));
+    std::atomic<int>      failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&] {
+            for (int i = 0; i < rounds; ++i) {
+                zv_cache_t *c = nullptr;
+                char       *b = map_pages(2);
+                if ((b == nullptr) || (capi::open_on_backend(&be, &p, &c) != 0)) {
+                    ++failures;
+                    continue;
+                }
+                touch(b, 2 * k_page);
+                zv_region_t *r = nullptr;
+                if (zv_cache_get(c, b, 2 * k_page, k_rw, &r) == 0) {
+                    failures += !be.check(capi::to_region(r), b, 2 * k_page);
+                    zv_cache_put(c, r);
+                } else {
+                    ++failures;
+                }
+                failures += (zv_cache_close(c) != 0);
+                munmap(b, 2 * k_page);
+            }
+        });
+    }
+    for (auto &th : threads) {
+        th.join();
+    }
+    EXPECT_EQ(0, failures.load());
+    EXPECT_EQ(0u, be.live());
+    EXPECT_EQ(0u, be.stale());
 }
 
 TEST(capi_params, log_level_knob)

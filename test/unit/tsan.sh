@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The registration cache and monitor unit tests (the sources listed in
-# src/rcache/rcache.am, with test/unit/main.cc) compiled with ThreadSanitizer
+# src/rcache/rcache.am, with test/unit/main.cc) and the C API's compiled with ThreadSanitizer
 # into a work directory of their own, then run: any data race, lock-order
 # inversion or thread leak fails. Nothing in the build tree changes.
 #
@@ -30,7 +30,8 @@ am_sources()
         "$zv_srcdir/src/rcache/rcache.am" | tr ' \t\\' '\n\n\n' | grep '\.cc$' | paste -sd, -
 }
 core=$(am_sources libzv_rcache_la_SOURCES)
-tests=$(am_sources test_unit_zv_unit_SOURCES)
+# and the C API over them (its tests' C file compiled as C++)
+tests=$(am_sources test_unit_zv_unit_SOURCES),src/capi/zverbs.cc,test/unit/capi_test.cc,test/unit/capi_c_test.c
 [ -n "$core" ] && [ -n "$tests" ] || { echo "FAIL: no source lists in src/rcache/rcache.am"; exit 1; }
 
 san="-fsanitize=thread"
