@@ -22,7 +22,7 @@ inline ucs_status_t check_tx(ud_ep *ep)
         return (ep->st == ud_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
     }
     if (__builtin_expect(ep->tx.window_full() || (ep->resend_next != nullptr) ||
-                         (iface->tx_outstanding >= iface->super.settings.tx_queue_len), 0)) {
+                         (iface->tx_outstanding >= iface->tx_limit), 0)) {
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
@@ -396,7 +396,7 @@ unsigned resend_continue(ud_ep *ep)
     ud_iface *iface = ep->iface;
     unsigned n      = 0;
     while ((ep->resend_next != nullptr) &&
-           (iface->tx_outstanding < iface->super.settings.tx_queue_len)) {
+           (iface->tx_outstanding < iface->tx_limit)) {
         tx_desc *d      = ep->resend_next;
         ep->resend_next = reinterpret_cast<tx_desc *>(d->pkt.next);
         if (post_desc(iface, ep, d) != UCS_OK) {
@@ -437,7 +437,7 @@ bool ep_dispatch_pending(ud_ep *ep)
         ud_iface *iface = ep->iface;
         return (ep->st == ud_ep::state::connected) && !ep->tx.window_full() &&
                (ep->resend_next == nullptr) &&
-               (iface->tx_outstanding < iface->super.settings.tx_queue_len);
+               (iface->tx_outstanding < iface->tx_limit);
     });
 }
 

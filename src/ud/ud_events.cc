@@ -47,6 +47,7 @@ void note_qp_error(ud_iface *iface, const ibv_wc &wc)
     }
     if (!iface->qp_broken && verbs::qp_in_error(iface->qp)) {
         iface->qp_broken = true;
+        iface->tx_limit  = 0; // nothing more is posted to it until it is reset
         ucs_diag("%s: ud_zv qp 0x%x entered the error state (%s): reset once its work "
                  "has flushed", iface->super.md->dev.name().c_str(), iface->qp->qp_num,
                  ibv_wc_status_str(wc.status));
@@ -62,6 +63,7 @@ void recover_qp(ud_iface *iface)
         return; // next progress
     }
     iface->qp_broken = false;
+    iface->tx_limit  = iface->super.settings.tx_queue_len;
     ++iface->qp_resets;
     post_rx(iface, iface->super.settings.rx_queue_len);
     ucs_diag("%s: ud_zv qp 0x%x reset: %u receive buffers posted, unacknowledged "

@@ -544,6 +544,7 @@ ucs_status_t create_resources(ud_iface *iface, const uct_iface_params_t *params)
         ucs_error("%s: ibv_create_cq() failed: %m", name);
         return UCS_ERR_NO_RESOURCE;
     }
+    iface->tx_limit = s.common.tx_queue_len;
     ucs_status_t status;
     size_t tx_payload;
     if (s.uc) {

@@ -233,6 +233,10 @@ struct ud_iface {
     unsigned                 max_inline     = 0; ///< granted by the device
     unsigned                 max_payload    = 0; ///< bytes after ud_hdr in one packet
     unsigned                 tx_outstanding = 0; ///< work requests posted
+    /// Work requests that may be outstanding: TX_QUEUE_LEN, or 0 while the
+    /// ud_zv QP is broken, so that nothing is posted to it (sends, resends,
+    /// control packets, pending requests) until it has been reset.
+    unsigned                 tx_limit       = 0;
     size_t                   rx_headroom    = 0;
     size_t                   rx_offset      = grh_len; ///< ud: GRH; uc: 0
 

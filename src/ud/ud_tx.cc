@@ -11,7 +11,7 @@ namespace zv::ud {
 
 ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
 {
-    if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
+    if (iface->tx_outstanding >= iface->tx_limit) {
         return UCS_ERR_NO_RESOURCE;
     }
     ibv_send_wr wr      = {};
@@ -50,7 +50,7 @@ ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
 ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
                       const ud_hdr &hdr, const void *body, size_t body_len)
 {
-    if (iface->tx_outstanding >= iface->super.settings.tx_queue_len) {
+    if (iface->tx_outstanding >= iface->tx_limit) {
         return UCS_ERR_NO_RESOURCE;
     }
     // Control packets are small: inline from the stack when the device
