@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ud_zv endpoint: connection, active messages, acks, retransmission, flush.
+// ud_zv endpoint: connection, active messages, acks, retransmission, flush;
+// the interface's lists of endpoints with pending requests and of destroyed ones.
 #include "ud/ud_ep.h"
 
 #include <ucs/debug/log_def.h>
@@ -702,6 +703,39 @@ void fill_ep_ops(uct_iface_ops_t *ops)
     ops->ep_create         = ep_create;
     ops->ep_destroy        = ep_destroy;
     ops->ep_get_address    = ep_get_address;
+}
+
+void dispatch_pending(ud_iface *iface)
+{
+    ud_ep *list        = iface->pending_eps;
+    iface->pending_eps = nullptr;
+    while (list != nullptr) {
+        ud_ep *ep      = list;
+        list           = ep->pending_next;
+        ep->on_pending = false;
+        if (ep->destroyed) {
+            continue;
+        }
+        if (!ep_dispatch_pending(ep) && !ep->on_pending) {
+            ep->on_pending     = true;
+            ep->pending_next   = iface->pending_eps;
+            iface->pending_eps = ep;
+        }
+    }
+}
+
+void free_deferred(ud_iface *iface)
+{
+    auto &g = iface->graveyard;
+    for (size_t i = 0; i < g.size();) {
+        if (g[i]->unreleased == 0) {
+            ep_free(g[i]);
+            g[i] = g.back();
+            g.pop_back();
+        } else {
+            ++i;
+        }
+    }
 }
 
 } // namespace zv::ud

@@ -668,39 +668,6 @@ void owe_link(ud_iface *iface, rx_conn *c)
     }
 }
 
-void dispatch_pending(ud_iface *iface)
-{
-    ud_ep *list        = iface->pending_eps;
-    iface->pending_eps = nullptr;
-    while (list != nullptr) {
-        ud_ep *ep      = list;
-        list           = ep->pending_next;
-        ep->on_pending = false;
-        if (ep->destroyed) {
-            continue;
-        }
-        if (!ep_dispatch_pending(ep) && !ep->on_pending) {
-            ep->on_pending     = true;
-            ep->pending_next   = iface->pending_eps;
-            iface->pending_eps = ep;
-        }
-    }
-}
-
-void free_deferred(ud_iface *iface)
-{
-    auto &g = iface->graveyard;
-    for (size_t i = 0; i < g.size();) {
-        if (g[i]->unreleased == 0) {
-            ep_free(g[i]);
-            g[i] = g.back();
-            g.pop_back();
-        } else {
-            ++i;
-        }
-    }
-}
-
 unsigned check_timers(ud_iface *iface, ucs_time_t now)
 {
     unsigned count = 0;
