@@ -10,9 +10,23 @@
  * unloaded once registered with UCT) and offers no rcache module itself.
  *
  * MCA parameters:
- *   rcache_zverbs_enable  load the zv module (default true)
- *   rcache_zverbs_module  path of libuct_zv.so.0 (default: installed path)
+ *   rcache_zverbs_enable       load the zv module (default true)
+ *   rcache_zverbs_module       path of libuct_zv.so.0 (default: installed path)
+ *   rcache_zverbs_monitor      UCX_ZV_RCACHE_MONITOR
+ *   rcache_zverbs_max_size     UCX_ZV_RCACHE_MAX_SIZE
+ *   rcache_zverbs_max_regions  UCX_ZV_RCACHE_MAX_REGIONS
  * `--mca rcache ^zverbs` excludes the component altogether.
+ *
+ * The last three are the registration cache's settings an MPI user reaches
+ * for, the Open MPI way. The module reads its settings from UCX's
+ * configuration (the environment) when UCX opens it, so open() exports each
+ * one the user set (on the command line, in the environment as
+ * OMPI_MCA_rcache_zverbs_*, or in a parameter file) as its UCX_ZV_*
+ * variable before loading the module. One the user left at its default is
+ * not exported: the module's own default applies, defined in one place. An
+ * explicit UCX_ZV_* variable wins; when it disagrees with the MCA
+ * parameter, one line says so. A value of the wrong form is reported and
+ * not exported, so the module's default applies.
  */
 
 #include "opal_config.h"
@@ -22,7 +36,12 @@
 #include "opal/mca/rcache/rcache.h"
 #include "opal/util/output.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #ifndef ZV_MODULE_INSTALL_PATH
 #error "ZV_MODULE_INSTALL_PATH must be defined"
@@ -30,6 +49,50 @@
 
 static bool  zverbs_enable = true;
 static char *zverbs_module = ZV_MODULE_INSTALL_PATH;
+
+/* The names are UCX_ZV_RCACHE_MONITOR's (src/rcache/config.h); module_load.sh
+ * checks that ucx_info -f gives the same list. */
+static const mca_base_var_enum_value_t zverbs_monitor_values[] = {
+    {0, "auto"}, {1, "uffd"}, {2, "ucm"}, {3, "none"}, {0, NULL}
+};
+
+enum zverbs_syntax { ZV_SYNTAX_ENUM, ZV_SYNTAX_MEMUNITS, ZV_SYNTAX_COUNT };
+
+/* One MCA parameter that stands for one UCX_ZV_* variable. */
+struct zverbs_ucx_param {
+    const char         *name;    /* rcache_zverbs_<name> */
+    const char         *ucx_env;
+    enum zverbs_syntax  syntax;
+    const char         *doc;
+    int                 enum_value; /* storage of ZV_SYNTAX_ENUM */
+    char               *string;     /* storage of the others */
+    int                 index;      /* the MCA variable's, or -1 */
+};
+
+static struct zverbs_ucx_param zverbs_ucx_params[] = {
+    {"monitor", "UCX_ZV_RCACHE_MONITOR", ZV_SYNTAX_ENUM,
+     "Source of memory-change events for the zverbs registration cache: "
+     "uffd (the kernel notifier: sees every change, whoever makes it), "
+     "ucm (UCX's memory hooks: only calls that go through them), none (no "
+     "cache) or auto (uffd where the kernel allows it, else ucm, else none). "
+     "Exported as UCX_ZV_RCACHE_MONITOR; that variable, when set, wins",
+     0, NULL, -1},
+    {"max_size", "UCX_ZV_RCACHE_MAX_SIZE", ZV_SYNTAX_MEMUNITS,
+     "Largest total size of idle registered memory the zverbs registration "
+     "cache keeps for reuse: <number>[b|k|kb|m|mb|g|gb], inf or auto "
+     "(physical memory / (2 x online CPUs), at most 3/4 of RLIMIT_MEMLOCK). "
+     "Exported as UCX_ZV_RCACHE_MAX_SIZE; that variable, when set, wins",
+     0, "auto", -1},
+    {"max_regions", "UCX_ZV_RCACHE_MAX_REGIONS", ZV_SYNTAX_COUNT,
+     "Largest number of registrations the zverbs registration cache keeps "
+     "for reuse: <number>, inf or auto (min(16384, the device's max_mr / "
+     "online CPUs)). Exported as UCX_ZV_RCACHE_MAX_REGIONS; that variable, "
+     "when set, wins",
+     0, "auto", -1},
+};
+
+#define ZV_NUM_UCX_PARAMS \
+    (sizeof(zverbs_ucx_params) / sizeof(zverbs_ucx_params[0]))
 
 static int zverbs_register(void);
 static int zverbs_open(void);
@@ -65,7 +128,96 @@ static int zverbs_register(void)
             "Path of the zverbs UCT module to load",
             MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5,
             MCA_BASE_VAR_SCOPE_READONLY, &zverbs_module);
+
+    for (size_t i = 0; i < ZV_NUM_UCX_PARAMS; ++i) {
+        struct zverbs_ucx_param *p = &zverbs_ucx_params[i];
+        mca_base_var_enum_t *values = NULL;
+
+        if (p->syntax == ZV_SYNTAX_ENUM &&
+            mca_base_var_enum_create("rcache_zverbs_monitor",
+                                     zverbs_monitor_values,
+                                     &values) != OPAL_SUCCESS) {
+            continue; /* out of memory: the parameter is not offered */
+        }
+        p->index = mca_base_component_var_register(
+                &mca_rcache_zverbs_component.rcache_version, p->name, p->doc,
+                p->syntax == ZV_SYNTAX_ENUM ? MCA_BASE_VAR_TYPE_INT
+                                            : MCA_BASE_VAR_TYPE_STRING,
+                values, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+                p->syntax == ZV_SYNTAX_ENUM ? (void *)&p->enum_value
+                                            : (void *)&p->string);
+        if (values != NULL) {
+            OBJ_RELEASE(values); /* the variable holds its own reference */
+        }
+    }
     return OPAL_SUCCESS;
+}
+
+/* "auto", "inf", or digits with, for sizes, one of UCX's memory units: the
+ * forms UCX's parser accepts for these variables. */
+static bool zverbs_value_valid(const char *v, enum zverbs_syntax syntax)
+{
+    static const char *const units[] = {"", "b", "k", "kb", "m", "mb", "g",
+                                        "gb", NULL};
+    const char *end = v;
+
+    if (!strcasecmp(v, "auto") || !strcasecmp(v, "inf")) {
+        return true;
+    }
+    while (isdigit((unsigned char)*end)) {
+        ++end;
+    }
+    if (end == v) {
+        return false;
+    }
+    if (syntax == ZV_SYNTAX_COUNT) {
+        return *end == '\0';
+    }
+    for (size_t i = 0; units[i] != NULL; ++i) {
+        if (!strcasecmp(end, units[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Export the parameter as its UCX_ZV_* variable if the user set it. */
+static void zverbs_export(const struct zverbs_ucx_param *p)
+{
+    mca_base_var_source_t source = MCA_BASE_VAR_SOURCE_DEFAULT;
+    const char *value, *env;
+
+    if (p->index < 0 ||
+        mca_base_var_get_value(p->index, NULL, &source, NULL) != OPAL_SUCCESS ||
+        source == MCA_BASE_VAR_SOURCE_DEFAULT) {
+        return;
+    }
+    if (p->syntax == ZV_SYNTAX_ENUM) {
+        value = zverbs_monitor_values[p->enum_value].string;
+    } else {
+        value = p->string;
+        if (value == NULL || !zverbs_value_valid(value, p->syntax)) {
+            opal_output(0, "rcache:zverbs: rcache_zverbs_%s=%s is not a valid "
+                        "value (%s); ignored, %s keeps its default",
+                        p->name, value ? value : "", p->syntax == ZV_SYNTAX_COUNT
+                        ? "expected <number>, inf or auto"
+                        : "expected <number>[b|k|kb|m|mb|g|gb], inf or auto",
+                        p->ucx_env);
+            return;
+        }
+    }
+    env = getenv(p->ucx_env);
+    if (env != NULL) {
+        if (strcasecmp(env, value) != 0) {
+            opal_output(0, "rcache:zverbs: %s=%s in the environment wins over "
+                        "rcache_zverbs_%s=%s", p->ucx_env, env, p->name, value);
+        }
+        return;
+    }
+    if (setenv(p->ucx_env, value, 0) != 0) {
+        opal_output(0, "rcache:zverbs: cannot set %s=%s: %s", p->ucx_env,
+                    value, strerror(errno));
+    }
 }
 
 static int zverbs_open(void)
@@ -74,6 +226,9 @@ static int zverbs_open(void)
 
     if (!zverbs_enable) {
         return OPAL_SUCCESS;
+    }
+    for (size_t i = 0; i < ZV_NUM_UCX_PARAMS; ++i) {
+        zverbs_export(&zverbs_ucx_params[i]);
     }
 
     handle = dlopen(zverbs_module, RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
