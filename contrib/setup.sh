@@ -10,6 +10,8 @@ packages=(
     build-essential autoconf automake libtool pkg-config dpkg-dev
     libucx-dev ucx-utils libibverbs-dev librdmacm-dev libhwloc-dev
     libopenmpi-dev openmpi-bin openmpi-common
+    # the Debian packages (contrib/deb/build.sh)
+    debhelper lintian fakeroot
     # tests and tools
     libgtest-dev googletest valgrind rdma-core ibverbs-providers ibverbs-utils
     perftest

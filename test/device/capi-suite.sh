@@ -48,7 +48,9 @@ cs_pingpong() {
 }
 
 # The system install (make install: /usr/local unless configured otherwise).
-cs_pc=$(PKG_CONFIG_PATH=$b pkg-config --variable=libdir zverbs)/pkgconfig
+# ZV_CAPI_PCDIR names another installed zverbs.pc's directory (deb-suite.sh:
+# the package's, in Debian's multiarch directory).
+cs_pc=${ZV_CAPI_PCDIR:-$(PKG_CONFIG_PATH=$b pkg-config --variable=libdir zverbs)/pkgconfig}
 mkdir -p "$cs_dir/ex"
 (cd "$cs_dir/ex" && PKG_CONFIG_PATH=$cs_pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} \
     make -f "$s/contrib/examples/Makefile") > "$cs_dir/build" 2>&1

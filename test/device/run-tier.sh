@@ -3,7 +3,8 @@
 # Device tier: run test/device/device-tests.sh in the Soft-RoCE VM (or
 # directly on a host with an active RDMA port), then the two-rail stage
 # (test/device/rails-tests.sh in a VM with two NICs) and the two-host stage
-# (test/device/two-host-tests.sh: two VMs joined by a virtual wire). Called
+# (test/device/two-host-tests.sh: two VMs joined by a virtual wire), and,
+# with ZV_DEB_DIR, the package stage (test/device/deb-suite.sh). Called
 # by `make check-device`. Fails when any stage fails; the exit status is
 # the first failed stage's.
 #   ZV_RAILS_STAGE=auto|1|0     run the two-rail stage: auto (default) runs
@@ -61,6 +62,20 @@ if [ "$rails" = 1 ] || { [ "$rails" = auto ] && [ $hca = 0 ]; }; then
     [ $status != 0 ] || status=$rc
 else
     echo "device tier: two-rail stage not run (ZV_RAILS_STAGE=$rails$([ $hca = 0 ] || echo ', active RDMA port here'))"
+fi
+
+# The Debian packages, in a VM of their own (its system has no make install
+# in it): made by contrib/deb/build.sh, which contrib/test.sh runs first and
+# names in ZV_DEB_DIR.
+if [ -n "${ZV_DEB_DIR:-}" ]; then
+    echo "device tier: package stage (apt install, MPI job, apt purge; $ZV_DEB_DIR)"
+    rc=0
+    "$src/contrib/vm/run.sh" --timeout 900 --cpus 2 --share "$src" --share "$build" \
+        --share "$ZV_DEB_DIR" -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" \
+        -e ZV_DEB_DIR="$ZV_DEB_DIR" -- "$src/test/device/deb-suite.sh" || rc=$?
+    [ $status != 0 ] || status=$rc
+else
+    echo "device tier: package stage not run (ZV_DEB_DIR unset: contrib/deb/build.sh makes the packages)"
 fi
 
 stage=${ZV_TWO_HOST_STAGE:-auto}

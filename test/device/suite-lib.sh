@@ -3,7 +3,8 @@
 # Shared by mpi-suite.sh and faults-suite.sh (sourced, never run). Sourced
 # by device-tests.sh, they use its check(), $b, $s, $dev, $tmp and counts;
 # run standalone on the device, this sets those up and installs the build
-# (suite_standalone=1: the suite prints its own totals). Either way it
+# (suite_standalone=1: the suite prints its own totals; ZV_SUITE_NO_INSTALL=1
+# leaves the install to the caller). Either way it
 # provides $ms_dir (work files), $ms_t (the mpi-tests programs),
 # $ms_dir/tls (ucx_info -d with the module) and ms_run.
 if ! declare -F check > /dev/null; then      # standalone
@@ -14,8 +15,10 @@ if ! declare -F check > /dev/null; then      # standalone
         if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
-    make -C "$b" install > "$tmp/install.log" 2>&1 || { tail "$tmp/install.log"; exit 1; }
-    ldconfig
+    if [ -z "${ZV_SUITE_NO_INSTALL:-}" ]; then   # deb-suite.sh installs packages instead
+        make -C "$b" install > "$tmp/install.log" 2>&1 || { tail "$tmp/install.log"; exit 1; }
+        ldconfig
+    fi
     suite_standalone=1
 fi
 
