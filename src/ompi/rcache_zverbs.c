@@ -51,12 +51,12 @@ static bool  zverbs_enable = true;
 static char *zverbs_module = ZV_MODULE_INSTALL_PATH;
 
 /* The names are UCX_ZV_RCACHE_MONITOR's (src/rcache/config.h); module_load.sh
- * checks that ucx_info -f gives the same list. */
-static const mca_base_var_enum_value_t zverbs_monitor_values[] = {
-    {0, "auto"}, {1, "uffd"}, {2, "ucm"}, {3, "none"}, {0, NULL}
-};
+ * checks that ucx_info -f gives the same list. A string parameter, checked
+ * here: Open MPI's enum parameters report a bad value through mpirun's help
+ * relay, which did not always print it. */
+static const char *const zverbs_monitor_names[] = {"auto", "uffd", "ucm", "none", NULL};
 
-enum zverbs_syntax { ZV_SYNTAX_ENUM, ZV_SYNTAX_MEMUNITS, ZV_SYNTAX_COUNT };
+enum zverbs_syntax { ZV_SYNTAX_NAME, ZV_SYNTAX_MEMUNITS, ZV_SYNTAX_COUNT };
 
 /* One MCA parameter that stands for one UCX_ZV_* variable. */
 struct zverbs_ucx_param {
@@ -64,31 +64,31 @@ struct zverbs_ucx_param {
     const char         *ucx_env;
     enum zverbs_syntax  syntax;
     const char         *doc;
-    int                 enum_value; /* storage of ZV_SYNTAX_ENUM */
-    char               *string;     /* storage of the others */
+    char               *string;     /* the parameter's storage */
     int                 index;      /* the MCA variable's, or -1 */
 };
 
 static struct zverbs_ucx_param zverbs_ucx_params[] = {
-    {"monitor", "UCX_ZV_RCACHE_MONITOR", ZV_SYNTAX_ENUM,
-     "Source of memory-change events for the zverbs registration cache: "
-     "uffd (the kernel notifier: sees every change, whoever makes it), "
-     "ucm (UCX's memory hooks: only calls that go through them), none (no "
-     "cache) or auto (uffd where the kernel allows it, else ucm, else none). "
-     "Exported as UCX_ZV_RCACHE_MONITOR; that variable, when set, wins",
-     0, NULL, -1},
+    {"monitor", "UCX_ZV_RCACHE_MONITOR", ZV_SYNTAX_NAME,
+     "Source of memory-change events for the zverbs registration cache "
+     "(one of: auto, uffd, ucm, none): uffd is the kernel notifier (sees "
+     "every change, whoever makes it), ucm UCX's memory hooks (only calls "
+     "that go through them), none no cache, auto uffd where the kernel "
+     "allows it, else ucm, else none. Exported as UCX_ZV_RCACHE_MONITOR; "
+     "that variable, when set, wins",
+     "auto", -1},
     {"max_size", "UCX_ZV_RCACHE_MAX_SIZE", ZV_SYNTAX_MEMUNITS,
      "Largest total size of idle registered memory the zverbs registration "
      "cache keeps for reuse: <number>[b|k|kb|m|mb|g|gb], inf or auto "
      "(physical memory / (2 x online CPUs), at most 3/4 of RLIMIT_MEMLOCK). "
      "Exported as UCX_ZV_RCACHE_MAX_SIZE; that variable, when set, wins",
-     0, "auto", -1},
+     "auto", -1},
     {"max_regions", "UCX_ZV_RCACHE_MAX_REGIONS", ZV_SYNTAX_COUNT,
      "Largest number of registrations the zverbs registration cache keeps "
      "for reuse: <number>, inf or auto (min(16384, the device's max_mr / "
      "online CPUs)). Exported as UCX_ZV_RCACHE_MAX_REGIONS; that variable, "
      "when set, wins",
-     0, "auto", -1},
+     "auto", -1},
 };
 
 #define ZV_NUM_UCX_PARAMS \
@@ -131,32 +131,27 @@ static int zverbs_register(void)
 
     for (size_t i = 0; i < ZV_NUM_UCX_PARAMS; ++i) {
         struct zverbs_ucx_param *p = &zverbs_ucx_params[i];
-        mca_base_var_enum_t *values = NULL;
-
-        if (p->syntax == ZV_SYNTAX_ENUM &&
-            mca_base_var_enum_create("rcache_zverbs_monitor",
-                                     zverbs_monitor_values,
-                                     &values) != OPAL_SUCCESS) {
-            continue; /* out of memory: the parameter is not offered */
-        }
         p->index = mca_base_component_var_register(
                 &mca_rcache_zverbs_component.rcache_version, p->name, p->doc,
-                p->syntax == ZV_SYNTAX_ENUM ? MCA_BASE_VAR_TYPE_INT
-                                            : MCA_BASE_VAR_TYPE_STRING,
-                values, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-                p->syntax == ZV_SYNTAX_ENUM ? (void *)&p->enum_value
-                                            : (void *)&p->string);
-        if (values != NULL) {
-            OBJ_RELEASE(values); /* the variable holds its own reference */
-        }
+                MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_4,
+                MCA_BASE_VAR_SCOPE_READONLY, &p->string);
     }
     return OPAL_SUCCESS;
 }
 
-/* "auto", "inf", or digits with, for sizes, one of UCX's memory units: the
- * forms UCX's parser accepts for these variables. */
+/* A monitor name; else "auto", "inf", or digits with, for sizes, one of
+ * UCX's memory units: the forms UCX's parser accepts for these variables. */
 static bool zverbs_value_valid(const char *v, enum zverbs_syntax syntax)
 {
+    if (syntax == ZV_SYNTAX_NAME) {
+        for (size_t i = 0; zverbs_monitor_names[i] != NULL; ++i) {
+            if (!strcasecmp(v, zverbs_monitor_names[i])) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     static const char *const units[] = {"", "b", "k", "kb", "m", "mb", "g",
                                         "gb", NULL};
     const char *end = v;
@@ -192,19 +187,17 @@ static void zverbs_export(const struct zverbs_ucx_param *p)
         source == MCA_BASE_VAR_SOURCE_DEFAULT) {
         return;
     }
-    if (p->syntax == ZV_SYNTAX_ENUM) {
-        value = zverbs_monitor_values[p->enum_value].string;
-    } else {
-        value = p->string;
-        if (value == NULL || !zverbs_value_valid(value, p->syntax)) {
-            opal_output(0, "rcache:zverbs: rcache_zverbs_%s=%s is not a valid "
-                        "value (%s); ignored, %s keeps its default",
-                        p->name, value ? value : "", p->syntax == ZV_SYNTAX_COUNT
-                        ? "expected <number>, inf or auto"
-                        : "expected <number>[b|k|kb|m|mb|g|gb], inf or auto",
-                        p->ucx_env);
-            return;
-        }
+    static const char *const expected[] = {
+        [ZV_SYNTAX_NAME]     = "expected auto, uffd, ucm or none",
+        [ZV_SYNTAX_MEMUNITS] = "expected <number>[b|k|kb|m|mb|g|gb], inf or auto",
+        [ZV_SYNTAX_COUNT]    = "expected <number>, inf or auto",
+    };
+    value = p->string;
+    if ((value == NULL) || !zverbs_value_valid(value, p->syntax)) {
+        opal_output(0, "rcache:zverbs: rcache_zverbs_%s=%s is not a valid value "
+                    "(%s); ignored, %s keeps its default", p->name,
+                    (value != NULL) ? value : "", expected[p->syntax], p->ucx_env);
+        return;
     }
     env = getenv(p->ucx_env);
     if (env != NULL) {
