@@ -132,6 +132,11 @@ fi
 ZV_REQUIRE_DEVICE=1 timeout -k 10 1500 "$b/test/device/zv_device" > "$tmp/uct.out" 2>&1
 rc=$?
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$tmp/uct.out" | head -40
+if [ $rc != 0 ]; then
+    # Where it ended (a crash prints no FAILED line: the last test started).
+    echo "zv_device exit $rc; its last lines:"
+    tail -n 25 "$tmp/uct.out" | cut -c1-200
+fi
 check "UCT tests (test/device/zv_device)" test $rc = 0
 check "UCT tests: nothing skipped" bash -c "! grep -q '^\[  SKIPPED \]' '$tmp/uct.out'"
 
