@@ -243,6 +243,7 @@ ibv_qp *conn_manager::claim(const device_addr &peer, uint32_t peer_ud_qpn)
             dead.push_back(*q); // its peer is gone, or the port failed
         } else if (!ch.probing) { // (a probe WR would overfill its send queue)
             ch.owned = true;
+            end_asking(ch); // (the peer's answer no longer matters)
             m_idle.erase(*q);
             qp = ch.qp;
         } else {
@@ -350,7 +351,7 @@ void conn_manager::destroy(uint32_t qpn)
     if (ch.connecting) {
         stop_connecting(ch);
     }
-    m_closing.erase(qpn);
+    end_asking(ch);
     m_idle.erase(qpn);
     if (ch.probing) {
         ch.doomed = true; // its probe WR completes first (probe_done)
@@ -729,6 +730,7 @@ unsigned conn_manager::check_timers()
             if (ch.connecting) {
                 fail_peer(ch, q);
             } else {
+                m_reclaimed += ch.asking;
                 ucs_debug("qp 0x%x: no answer to DISC from UD qp 0x%x: the peer is gone", q,
                           ch.peer_ud_qpn);
                 destroy(q);

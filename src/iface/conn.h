@@ -49,13 +49,21 @@ namespace zv::iface {
  * the peer's own DISC; DONE, or no answer within conn_timeout (the peer is
  * gone), ends it.
  *
- * Leftovers (when the transport can probe, rc_zv). A QP no local endpoint
- * uses (a passive one not adopted, or one whose DISC was acknowledged) is
- * probed once per conn_timeout by the transport: a zero-length RDMA WRITE,
- * which the peer's device answers whether or not its process progresses.
- * When it fails (retry exceeded: the peer's QP is gone with its process)
- * the QP is destroyed. So a peer that dies leaves nothing here for longer
- * than about a conn_timeout and the transport's retry limit.
+ * Leftovers. A QP no local endpoint uses (a passive one not adopted, or
+ * one whose DISC was acknowledged) is probed once per conn_timeout; a
+ * failed probe destroys it. So a peer that dies leaves nothing here for
+ * longer than about two conn_timeouts (and, over rc_zv, its retry limit).
+ *  - rc_zv: the transport's probe, a zero-length RDMA WRITE, which the
+ *    peer's device answers whether or not its process progresses. It fails
+ *    (retry exceeded) once the peer's QP is gone with its process.
+ *  - uc_zv: UC has no acknowledgements, so the probe is a DISC that asks
+ *    the peer's interface whether it still uses its end: ACK keeps the QP,
+ *    DONE ends it, and so does no answer within conn_timeout. A peer that
+ *    progresses answers at once. One that does not progress for a
+ *    conn_timeout, and sends nothing in that time, loses a connection only
+ *    it uses; its next send on it then fails at its peer timeout.
+ *    Under MPI both ends have an endpoint on the QP, and a QP that is used
+ *    at this end is never probed.
  */
 
 /// On-wire connection message (little-endian hosts; all fields validated).
@@ -161,7 +169,8 @@ public:
     uint64_t resets() const { return m_resets; }
     /// A probe posted by conn_callbacks::probe on QP qpn completed.
     void probe_done(uint32_t qpn, bool ok);
-    /// Unused QPs destroyed because a probe of them failed.
+    /// Unused QPs destroyed because a probe of them failed (or, without a
+    /// probe WR, went unanswered).
     uint64_t reclaimed() const { return m_reclaimed; }
     /// Most probe WRs in flight at once (the transport's completion queue
     /// has room for them).
@@ -187,6 +196,7 @@ private:
         bool              connecting  = false; ///< our REQ is unanswered
         bool              closing     = false; ///< our DISC is unanswered
         bool              probing     = false; ///< a probe WR is posted on it
+        bool              asking      = false; ///< our DISC is a probe (no probe WR)
         bool              doomed      = false; ///< destroyed once the probe completed
         bool              queued      = false; ///< connecting, REQ not sent yet (window)
         clock::time_point next_try;
@@ -230,6 +240,8 @@ private:
     void begin_close(channel &ch);
     /// ch has no local user now: probe it from time to time.
     void make_idle(channel &ch);
+    /// ch's DISC needs no answer any more (answered, or ch is used again).
+    void end_asking(channel &ch);
     void start_probes(clock::time_point now);
     void destroy(uint32_t qpn);
     void poll_send();
@@ -269,7 +281,7 @@ private:
     std::map<uint64_t, uint32_t>       m_connecting; ///< conn_id -> our QP
     std::set<uint32_t>                 m_closing;    ///< DISC unanswered
     std::set<uint32_t>                 m_idle;       ///< no local user, probed
-    unsigned                           m_probes  = 0; ///< probe WRs posted
+    unsigned                           m_probes  = 0; ///< probe WRs or DISCs out
     clock::time_point                  m_next_scan;  ///< of m_idle for probes
     clock::time_point                  m_next_check; ///< of retransmissions, deadlines
     std::map<remote_key, uint32_t>     m_by_remote;

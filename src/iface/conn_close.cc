@@ -52,9 +52,19 @@ void conn_manager::begin_close(channel &ch)
 
 void conn_manager::make_idle(channel &ch)
 {
-    if (m_cb.probe != nullptr) {
-        ch.next_probe = clock::now() + m_timeout;
-        m_idle.insert(ch.qp->qp_num);
+    ch.next_probe = clock::now() + m_timeout;
+    m_idle.insert(ch.qp->qp_num);
+}
+
+void conn_manager::end_asking(channel &ch)
+{
+    if (ch.asking) {
+        ch.asking = false;
+        --m_probes;
+    }
+    if (ch.closing) {
+        ch.closing = false;
+        m_closing.erase(ch.qp->qp_num);
     }
 }
 
@@ -68,7 +78,14 @@ void conn_manager::start_probes(clock::time_point now)
         if (m_probes >= max_probes) {
             break; // the rest at the next scan
         }
-        if (!ch.probing && (now >= ch.next_probe) && (m_cb.probe(m_cb.arg, ch.qp) == UCS_OK)) {
+        if (ch.probing || ch.closing || (now < ch.next_probe)) {
+            continue;
+        }
+        if (m_cb.probe == nullptr) {
+            ch.asking = true; // does the peer still use its end? (see conn.h)
+            ++m_probes;
+            begin_close(ch);
+        } else if (m_cb.probe(m_cb.arg, ch.qp) == UCS_OK) {
             ch.probing = true;
             ++m_probes;
         }
@@ -118,13 +135,12 @@ void conn_manager::handle_close(const conn_msg &msg)
         }
         if (ch->closing) {
             // Our DISC arrived; the peer still uses its end and will say so.
-            ch->closing = false;
-            m_closing.erase(q);
+            end_asking(*ch);
             make_idle(*ch);
         }
         break;
     default: // done: the peer has no end (any more)
-        if ((ch != nullptr) && ch->released && !ch->owned &&
+        if ((ch != nullptr) && (ch->released || ch->asking) && !ch->owned &&
             ((their == 0) || (their == ch->remote_qpn))) {
             destroy(q);
         }

@@ -150,12 +150,11 @@ done
 # survivor's interface, delivers 16 messages and is killed with SIGKILL.
 # What the survivor holds for it (the passive QP) must go: its QP count
 # back to where it started and its resident memory flat. The survivor
-# probes unused QPs every CONN_TIMEOUT (2 s here) with RC retries cut to
-# ~0.3 s, so a dead peer's QP goes within seconds. ZV_RESTARTS (default
-# 50; the long form is ZV_RESTARTS=1000, about 10 minutes). uc_zv does not
-# probe (its UC QPs would need a software probe, which a peer that
-# computes without progress could not answer): its figures are printed,
-# not judged.
+# probes unused QPs every CONN_TIMEOUT (2 s here): over rc_zv a zero-length
+# RDMA WRITE with RC retries cut to ~0.3 s, over uc_zv a DISC that only a
+# live peer answers (src/iface/conn.h). So a dead peer's QP goes within
+# seconds. ZV_RESTARTS (default 50; the long form is ZV_RESTARTS=1000,
+# about 10 minutes per transport).
 fs_qps_of() { rdma resource show qp 2>/dev/null | grep -cE " type (RC|UC) .* pid $1 "; }
 fs_rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 fs_restarts=${ZV_RESTARTS:-50}
@@ -184,25 +183,22 @@ for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
     fs_srv=$!
     for i in $(seq 50); do [ -s "$fs_f" ] && break; sleep 0.1; done
     fs_ok=0; fs_t0=$SECONDS
-    fs_n=$fs_restarts; [ $fs_tl = rc_zv ] || fs_n=$((fs_n < 10 ? fs_n : 10)) # (uc: known to stay)
     for i in 1 2 3; do fs_restart && fs_ok=$((fs_ok + 1)); done   # warm-up
-    if [ $fs_tl = rc_zv ]; then fs_settle; else sleep 5; fi
+    fs_settle
     fs_q0=$(fs_qps_of $fs_srv); fs_r0=$(fs_rss_of $fs_srv)
-    for i in $(seq "$fs_n"); do fs_restart && fs_ok=$((fs_ok + 1)); done
+    for i in $(seq "$fs_restarts"); do fs_restart && fs_ok=$((fs_ok + 1)); done
     fs_qmax=$(fs_qps_of $fs_srv)
-    if [ $fs_tl = rc_zv ]; then fs_settle; else sleep 5; fi
+    fs_settle
     fs_q1=$(fs_qps_of $fs_srv); fs_r1=$(fs_rss_of $fs_srv)
-    echo "  $fs_tl: $fs_n peers killed ($fs_ok of $((fs_n + 3)) delivered first) in" \
+    echo "  $fs_tl: $fs_restarts peers killed ($fs_ok of $((fs_restarts + 3)) delivered first) in" \
          "$((SECONDS - fs_t0)) s; survivor QPs $fs_q0 -> $fs_qmax right after the last -> $fs_q1;" \
          "RSS $fs_r0 -> $fs_r1 KiB"
     kill $fs_srv 2>/dev/null; wait $fs_srv 2>/dev/null
-    if [ $fs_tl = rc_zv ]; then
-        check "rc_zv: every peer delivered before it was killed" test $fs_ok = $((fs_restarts + 3))
-        check "rc_zv: $fs_restarts killed peers leave the survivor no QP ($fs_q0 -> $fs_q1)" \
-              test "$fs_q1" = "$fs_q0"
-        check "rc_zv: ... and its resident memory flat ($fs_r0 -> $fs_r1 KiB, at most +1024)" \
-              test $((fs_r1 - fs_r0)) -le 1024
-    fi
+    check "$fs_tl: every peer delivered before it was killed" test $fs_ok = $((fs_restarts + 3))
+    check "$fs_tl: $fs_restarts killed peers leave the survivor no QP ($fs_q0 -> $fs_q1)" \
+          test "$fs_q1" = "$fs_q0"
+    check "$fs_tl: ... and its resident memory flat ($fs_r0 -> $fs_r1 KiB, at most +1024)" \
+          test $((fs_r1 - fs_r0)) -le 1024
 done
 
 # ---- a port that goes down and comes back (see the header)
