@@ -75,7 +75,10 @@ ucs_config_field_t zv_rel_config_table[] = {
     {"TIMEOUT", "30s",
      "A peer that acknowledges nothing for this long while packets are\n"
      "outstanding is declared dead: its endpoint fails with an error.\n"
-     "Detection takes between TIMEOUT and TIMEOUT + RTO_MAX.",
+     "Detection takes between TIMEOUT and TIMEOUT + RTO_MAX.\n"
+     "ud_zv: a receive connection that hears nothing from its endpoint for this\n"
+     "long probes it; one whose endpoint answers no probe for as long again\n"
+     "(its process is gone) is freed.",
      offsetof(zv_rel_config, timeout), UCS_CONFIG_TYPE_TIME},
 
     {"ACK_DELAY", "100us",

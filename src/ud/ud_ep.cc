@@ -632,7 +632,7 @@ void ep_destroy(uct_ep_h uct_ep)
     ud_iface *iface = ep->iface;
     if (ep->st == ud_ep::state::connected) {
         // Best effort: a lost DISC leaves the peer's receive connection
-        // until its interface closes.
+        // until its probes go unanswered (ud_reclaim.cc).
         ud_hdr h   = {};
         h.dest     = ep->peer_conn;
         h.type     = ud_hdr::disc;

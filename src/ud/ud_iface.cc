@@ -193,6 +193,20 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
         conn_free(iface, c);
         return false;
     }
+    case ud_hdr::alive: {
+        rx_conn *c = conn_lookup(iface, hdr.dest, src_qp);
+        disc_body d;
+        std::memcpy(&d, body, sizeof(d));
+        if ((c == nullptr) || (d.ep_id != c->peer_ep)) {
+            ++iface->bad_rx;
+            return false;
+        }
+        c->heard = true;
+        return false;
+    }
+    case ud_hdr::probe:
+        answer_probe(iface, hdr, src_qp, body);
+        return false;
     case ud_hdr::ack:
     case ud_hdr::nak:
     case ud_hdr::crep:
@@ -355,8 +369,12 @@ unsigned progress(uct_iface_h uct_iface)
     iface->in_progress = true;
     unsigned count     = poll_rx(iface) + poll_tx(iface);
     // uc_zv's connection traffic is rare: every 32nd call, or while connecting.
-    if (iface->uc && (iface->conn.busy() || ((++iface->progress_count & 31) == 0))) {
-        count += iface->conn.progress();
+    if (iface->uc) {
+        if (iface->conn.busy() || ((++iface->progress_count & 31) == 0)) {
+            count += iface->conn.progress();
+        }
+    } else if (__builtin_expect((++iface->progress_count & 1023) == 0, 0)) {
+        scan_conns(iface, ucs_get_time()); // (it reads the clock every 1024th call)
     }
     if ((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) {
         ucs_time_t now = ucs_get_time();
@@ -423,11 +441,13 @@ void iface_close(uct_iface_h uct_iface)
     ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
               "order dropped, %lu invalid, %lu spoofed, %lu connections refused, "
               "%lu puts received, %lu zero-copy puts sent, %lu QP resets; "
+              "%zu receive connections open, %lu reclaimed; "
               "injected %lu drops, %lu duplicates, %lu reorders",
               iface->uc ? "uc_zv" : "ud_zv", iface, iface->resent, iface->dup_rx,
               iface->gap_rx, iface->bad_rx, iface->spoofed_rx + iface->conn.spoofed(),
               iface->refused_conns + iface->conn.refused(), iface->rx_puts,
               iface->tx_put_zcopy, iface->qp_resets + iface->conn.resets(),
+              iface->conns.count(), iface->reclaimed + iface->conn.reclaimed(),
               iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
     if (iface->held_buf != nullptr) {
         iface::buffer_pool::put(iface->held_buf);

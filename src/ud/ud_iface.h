@@ -30,6 +30,12 @@ namespace zv::ud {
  * they are partners: the receive connection's ack rides in the endpoint's
  * DATA headers (ack_dest/ack_psn) instead of a packet of its own.
  *
+ * A receive connection whose endpoint vanished (its process killed, its
+ * DISC lost) is reclaimed (ud_reclaim.cc): after a peer timeout with
+ * nothing from the endpoint, PROBEs ask it whether it still exists; a live
+ * one answers ALIVE. With no answer within another peer timeout the
+ * connection is freed.
+ *
  * Ids are 32 bits: a table index in the low 20 bits and a generation in the
  * high 12, so a packet for an object that was freed (and its slot reused)
  * is recognised and dropped. Every field of a received header is checked
@@ -39,7 +45,11 @@ namespace zv::ud {
 /// On-wire header of every ud_zv packet (little-endian hosts).
 struct __attribute__((packed)) ud_hdr {
     static constexpr uint16_t magic_value = 0x5a55; // "ZU"
-    enum : uint8_t { data = 1, ack = 2, nak = 3, creq = 4, crep = 5, disc = 6 };
+    enum : uint8_t {
+        data = 1, ack = 2, nak = 3, creq = 4, crep = 5, disc = 6,
+        probe = 7, ///< to an ud_ep: do you still exist? (probe_body)
+        alive = 8  ///< the answer, to its rx_conn (disc_body: the endpoint)
+    };
 
     uint32_t dest;     ///< id of the receiving object (see above)
     uint32_t ack_dest; ///< DATA: endpoint id a piggybacked ack is for (0: none)
@@ -64,6 +74,11 @@ struct __attribute__((packed)) crep_body {
 /// DISC payload: the endpoint that is going away.
 struct __attribute__((packed)) disc_body {
     uint32_t ep_id;
+};
+
+/// PROBE payload: the receive connection that asks.
+struct __attribute__((packed)) probe_body {
+    uint32_t conn_id;
 };
 
 /// Peer interface address: the number of its UD QP.
@@ -120,6 +135,8 @@ public:
     id_table() : m_slots(1, nullptr), m_gen(1, 0) {}
 
     bool full() const { return m_free.empty() && (m_slots.size() > id_index_mask); }
+    /// Objects stored.
+    size_t count() const { return m_slots.size() - 1 - m_free.size(); }
 
     /// Store p; returns its id. The caller checked full().
     uint32_t add(T *p)
@@ -216,6 +233,10 @@ struct rx_conn {
     ud_ep             *partner   = nullptr;
     rx_conn           *owe_next  = nullptr; ///< on the iface's list of owed acks
     bool               on_owe    = false;
+    // Liveness of the sending endpoint (ud_zv, ud_reclaim.cc).
+    bool               heard     = false; ///< an ALIVE since the last scan
+    uint8_t            quiet     = 0;     ///< scans in a row with nothing new
+    uint16_t           seen_psn  = 0;     ///< rx.ack_psn() at the last scan
 };
 
 /// The ud_zv interface. 'super' first: UCT casts uct_iface_h to it.
@@ -273,6 +294,9 @@ struct ud_iface {
     /// number, and the reliability protocol resends what was lost.
     bool                     qp_broken = false;
     unsigned                 progress_count = 0;
+    ucs_time_t               next_scan   = 0; ///< ud_zv: of receive connections
+    uint64_t                 reclaimed   = 0; ///< receive connections whose peer vanished
+    uint64_t                 probed      = 0; ///< PROBEs sent
     ucs_time_t               next_timer  = 0;
     ucs_time_t               timer_tick  = 0;
 
@@ -318,6 +342,11 @@ void dispatch_pending(ud_iface *iface);
 void free_deferred(ud_iface *iface);
 void ep_free(ud_ep *ep);
 unsigned check_timers(ud_iface *iface, ucs_time_t now);
+/// ud_zv: probe receive connections that heard nothing for a peer timeout,
+/// free those whose endpoint did not answer for another (ud_reclaim.cc).
+void scan_conns(ud_iface *iface, ucs_time_t now);
+/// A PROBE for endpoint hdr.dest from src_qp: answer ALIVE if it is there.
+void answer_probe(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp, const char *body);
 void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
                       const char *body, size_t body_len);
 void conn_free(ud_iface *iface, rx_conn *c);

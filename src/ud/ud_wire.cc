@@ -33,7 +33,10 @@ bool parse_hdr(const char *pkt, size_t len, parsed_pkt *out)
     case ud_hdr::crep:
         return out->body_len >= sizeof(crep_body);
     case ud_hdr::disc:
+    case ud_hdr::alive:
         return out->body_len >= sizeof(disc_body);
+    case ud_hdr::probe:
+        return out->body_len >= sizeof(probe_body);
     default:
         return false;
     }

@@ -153,7 +153,10 @@ done
 # probes unused QPs every CONN_TIMEOUT (2 s here): over rc_zv a zero-length
 # RDMA WRITE with RC retries cut to ~0.3 s, over uc_zv a DISC that only a
 # live peer answers (src/iface/conn.h). So a dead peer's QP goes within
-# seconds. ZV_RESTARTS (default 50; the long form is ZV_RESTARTS=1000,
+# seconds. ud_zv holds a receive connection per peer endpoint instead: one
+# that hears nothing for a TIMEOUT (2 s here) probes its endpoint and is
+# freed when no answer comes within another (src/ud/ud_reclaim.cc); the
+# survivor's interface counts those still open when it closes. ZV_RESTARTS (default 50; the long form is ZV_RESTARTS=1000,
 # about 10 minutes per transport).
 fs_qps_of() { rdma resource show qp 2>/dev/null | grep -cE " type (RC|UC) .* pid $1 "; }
 fs_rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
@@ -173,30 +176,40 @@ fs_settle() { # wait (up to 60 s) until the survivor $fs_srv holds no connected 
     return 1
 }
 for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
-    case $fs_tl in rc_zv|uc_zv) ;; *) continue ;; esac
     grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
     fs_T=$(echo "$fs_tl" | tr a-z A-Z)
     fs_f=$ms_dir/restart.addr; rm -f "$fs_f"
+    # ud_zv has no connected QP: what a peer leaves is a receive connection,
+    # counted by the survivor's interface when it closes (debug log).
     env LD_PRELOAD="$b/.libs/libuct_zv.so.0" UCX_${fs_T}_CONN_TIMEOUT=2s \
-        UCX_RC_ZV_TIMEOUT=20ms UCX_RC_ZV_RETRY_COUNT=3 \
+        UCX_RC_ZV_TIMEOUT=20ms UCX_RC_ZV_RETRY_COUNT=3 UCX_UD_ZV_TIMEOUT=2s \
+        UCX_LOG_LEVEL=$([ $fs_tl = ud_zv ] && echo debug || echo warn) \
         "$b/contrib/bench/zv_restart" serve $fs_tl "$dev:1" "$fs_f" > "$ms_dir/serve.out" 2>&1 &
     fs_srv=$!
     for i in $(seq 50); do [ -s "$fs_f" ] && break; sleep 0.1; done
     fs_ok=0; fs_t0=$SECONDS
     for i in 1 2 3; do fs_restart && fs_ok=$((fs_ok + 1)); done   # warm-up
-    fs_settle
+    # ud_zv: probed after a TIMEOUT of silence, freed after a second one
+    if [ $fs_tl = ud_zv ]; then sleep 6; else fs_settle; fi
     fs_q0=$(fs_qps_of $fs_srv); fs_r0=$(fs_rss_of $fs_srv)
     for i in $(seq "$fs_restarts"); do fs_restart && fs_ok=$((fs_ok + 1)); done
     fs_qmax=$(fs_qps_of $fs_srv)
-    fs_settle
+    if [ $fs_tl = ud_zv ]; then sleep 6; else fs_settle; fi
     fs_q1=$(fs_qps_of $fs_srv); fs_r1=$(fs_rss_of $fs_srv)
+    kill $fs_srv 2>/dev/null; wait $fs_srv 2>/dev/null
+    fs_left=$(sed -n 's/.*ud_zv iface.* \([0-9]*\) receive connections open, \([0-9]*\) reclaimed.*/\1 \2/p' \
+              "$ms_dir/serve.out")
     echo "  $fs_tl: $fs_restarts peers killed ($fs_ok of $((fs_restarts + 3)) delivered first) in" \
          "$((SECONDS - fs_t0)) s; survivor QPs $fs_q0 -> $fs_qmax right after the last -> $fs_q1;" \
-         "RSS $fs_r0 -> $fs_r1 KiB"
-    kill $fs_srv 2>/dev/null; wait $fs_srv 2>/dev/null
+         "RSS $fs_r0 -> $fs_r1 KiB${fs_left:+; receive connections open, reclaimed: $fs_left}"
     check "$fs_tl: every peer delivered before it was killed" test $fs_ok = $((fs_restarts + 3))
-    check "$fs_tl: $fs_restarts killed peers leave the survivor no QP ($fs_q0 -> $fs_q1)" \
-          test "$fs_q1" = "$fs_q0"
+    if [ $fs_tl = ud_zv ]; then
+        check "ud_zv: $((fs_restarts + 3)) killed peers leave the survivor no receive connection" \
+              test "${fs_left% *}" = 0
+    else
+        check "$fs_tl: $fs_restarts killed peers leave the survivor no QP ($fs_q0 -> $fs_q1)" \
+              test "$fs_q1" = "$fs_q0"
+    fi
     check "$fs_tl: ... and its resident memory flat ($fs_r0 -> $fs_r1 KiB, at most +1024)" \
           test $((fs_r1 - fs_r0)) -le 1024
 done

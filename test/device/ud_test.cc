@@ -6,6 +6,8 @@
 #include "test_util.h"
 #include "uct_fixture.h"
 
+#include "ud/ud_iface.h"
+
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -399,6 +401,99 @@ TEST_P(ud_zv, unanswered_connection_request_times_out)
     close_side(c);
 }
 
+/// Counts active messages.
+struct count_sink {
+    unsigned count = 0;
+    static ucs_status_t handler(void *arg, void *, size_t, unsigned)
+    {
+        ++static_cast<count_sink *>(arg)->count;
+        return UCS_OK;
+    }
+};
+
+/// Send n active messages on ep and wait until 'to' counted them.
+bool deliver(uct_ep_h ep, unsigned n, count_sink &to, std::vector<uct_side *> sides)
+{
+    const unsigned want = to.count + n;
+    for (unsigned i = 0; i < n;) {
+        ucs_status_t st = uct_ep_am_short(ep, am_id, i, nullptr, 0);
+        if (st == UCS_OK) {
+            ++i;
+        } else if (st == UCS_ERR_NO_RESOURCE) {
+            for (uct_side *s : sides) {
+                uct_worker_progress(s->worker);
+            }
+        } else {
+            ADD_FAILURE() << "send " << i << ": " << ucs_status_string(st);
+            return false;
+        }
+    }
+    auto start = std::chrono::steady_clock::now();
+    while (to.count < want) {
+        for (uct_side *s : sides) {
+            uct_worker_progress(s->worker);
+        }
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) {
+            return false;
+        }
+    }
+    return to.count == want;
+}
+
+TEST_P(ud_zv, an_idle_peer_that_progresses_keeps_its_connection)
+{
+    // The receiving side probes what has been silent for a TIMEOUT (uc_zv:
+    // its unused QP, every CONN_TIMEOUT) and frees it when the probe goes
+    // unanswered: a live endpoint answers, however long it stays silent.
+    const char *t = is_uc() ? "CONN_TIMEOUT" : "TIMEOUT";
+    uct_side c, d;
+    open_side(c, {{t, "1s"}});
+    open_side(d, {{t, "1s"}});
+    count_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, count_sink::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    run_until({&c, &d}, [] { return false; }, 4.0); // four TIMEOUTs of silence
+    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d})) << "after 4 s idle: " << sink.count;
+    EXPECT_EQ(0u, s_ep_errors);
+    ud::ud_iface *di = ud::to_ud(d.iface);
+    EXPECT_EQ(0u, di->reclaimed + di->conn.reclaimed());
+    if (!is_uc()) {
+        EXPECT_EQ(1u, di->conns.count());
+        EXPECT_GE(di->probed, 2u) << "the silent connection was not probed";
+    }
+    uct_ep_destroy(ep);
+    close_side(c);
+    close_side(d);
+}
+
+/// ud_zv only: uc_zv's receive state goes with its QP, which the connection
+/// manager reclaims (the faults suite kills real peers for both).
+class ud_zv_only : public ud_zv {};
+
+TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
+{
+    uct_side c, d;
+    open_side(c);
+    open_side(d, {{"TIMEOUT", "1s"}});
+    count_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, count_sink::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    ud::ud_iface *di = ud::to_ud(d.iface);
+    ASSERT_EQ(1u, di->conns.count());
+    // As a killed process: the interface goes with its endpoint, no DISC.
+    close_side(c);
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(run_until({&d}, [&] { return di->conns.count() == 0; }, 10))
+            << "the receive connection stayed";
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(took, 1.5); // probed after one TIMEOUT of silence, freed after two
+    EXPECT_LE(took, 3.5);
+    EXPECT_EQ(1u, di->reclaimed);
+    close_side(d);
+}
+
 /// uc_zv puts: short, bcopy and zcopy up to MAX_WRITE, clean and with
 /// faults injected at the target (whose completions carry the psn): the
 /// target memory holds exactly the data of the last put to each place.
@@ -534,6 +629,7 @@ TEST_F(uc_zv_one_packet, caps_messages_at_one_packet_when_on)
 }
 
 INSTANTIATE_TEST_SUITE_P(tl, ud_zv, ::testing::Values("ud_zv", "uc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, ud_zv_only, ::testing::Values("ud_zv"));
 
 } // namespace
 } // namespace zv::test

@@ -26,8 +26,8 @@ void check_accepted(const char *pkt, size_t size, size_t hdr_off, const parsed_p
     (void)zv::fuzz::read_all(p.body, p.body_len);
     // ...and every field the receive path then reads without further checks
     // is in range: the AM id indexes UCT's handler table, the bodies are
-    // copied out whole (ud_iface.cc: handle_creq, the DISC case,
-    // handle_ep_packet; uc.cc: uc_handle).
+    // copied out whole (ud_iface.cc: handle_creq, the DISC and ALIVE cases,
+    // handle_ep_packet; ud_reclaim.cc: answer_probe; uc.cc: uc_handle).
     switch (p.hdr.type) {
     case ud_hdr::data:
         ZV_FUZZ_CHECK(p.hdr.am_id < UCT_AM_ID_MAX);
@@ -47,8 +47,15 @@ void check_accepted(const char *pkt, size_t size, size_t hdr_off, const parsed_p
         std::memcpy(&b, p.body, sizeof(b));
         break;
     }
-    case ud_hdr::disc: {
+    case ud_hdr::disc:
+    case ud_hdr::alive: {
         disc_body b;
+        ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
+        std::memcpy(&b, p.body, sizeof(b));
+        break;
+    }
+    case ud_hdr::probe: {
+        probe_body b;
         ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
         std::memcpy(&b, p.body, sizeof(b));
         break;
