@@ -140,7 +140,7 @@ struct zv_uc_iface_config {
     size_t             seg_size;
     size_t             max_write;
     double             conn_timeout;
-    int                one_packet;
+    ucs_on_off_auto_value_t one_packet;
 };
 
 ucs_config_field_t zv_uc_iface_config_table[] = {
@@ -192,7 +192,7 @@ ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
     s->rel.rto_max         = ucs_time_from_sec(c.rto_max);
     s->rel.peer_timeout    = ucs_time_from_sec(c.timeout);
     s->rel.ack_delay       = ucs_time_from_sec(c.ack_delay);
-    s->rel.ack_every       = (c.window >= 4) ? c.window / 4 : 1;
+    s->rel.ack_every       = zv::rel::ack_every_for(c.window);
     s->common.max_peer_conns = c.max_peer_conns;
     s->common.tx_max_bufs    = (c.tx_max_bufs == UCS_ULUNITS_INF) ? 0 :
                                static_cast<unsigned>(std::min(c.tx_max_bufs, 1ul << 24));

@@ -303,7 +303,7 @@ bool uc_one_packet(const ud_iface *iface)
     constexpr uint32_t rxe_vendor_id = 0xffffff;
     const verbs::device &dev = iface->super.md->dev;
     const bool rxe = (dev.attr().orig_attr.vendor_id == rxe_vendor_id);
-    const int  one = iface->settings.one_packet;
+    const ucs_on_off_auto_value_t one = iface->settings.one_packet;
     const bool on  = (one == UCS_CONFIG_ON) || ((one == UCS_CONFIG_AUTO) && rxe);
     if (on) {
         ucs_diag("uc_zv %s: one packet per message (MTU %u)%s", dev.name().c_str(),

@@ -53,12 +53,16 @@ constexpr bool psn_before(psn_t a, psn_t b)
 
 constexpr unsigned max_window = 16384;
 
+/// Deliveries before a stand-alone ack is due, for a window: a quarter of
+/// it, so the sender never stalls on a full window for want of an ack.
+constexpr unsigned ack_every_for(unsigned window) { return (window >= 4) ? window / 4 : 1; }
+
 struct settings {
     unsigned window       = 256;  ///< unacknowledged packets, 1..max_window
     uint64_t rto_init     = 0;    ///< first retransmission timeout
     uint64_t rto_max      = 0;    ///< cap of the doubling timeout
     uint64_t peer_timeout = 0;    ///< no ack progress this long: peer dead
-    unsigned ack_every    = 32;   ///< deliveries before an ack is due
+    unsigned ack_every    = ack_every_for(256); ///< deliveries before an ack is due
     uint64_t ack_delay    = 0;    ///< time before a delayed ack is due
 };
 

@@ -721,7 +721,11 @@ unsigned check_timers(ud_iface *iface, ucs_time_t now)
     for (uint32_t id : failed) {
         ud_ep *ep = iface->eps.find(id);
         if (ep != nullptr) {
-            ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT, "no acknowledgement within the peer timeout");
+            ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT,
+                    (ep->st == ud_ep::state::connecting) ?
+                            "the peer's interface answered no connection request within "
+                            "the peer timeout" :
+                            "no acknowledgement within the peer timeout");
         }
     }
     if (iface->owe_conns != nullptr) {

@@ -192,8 +192,8 @@ struct ud_settings {
     unsigned               seg_size     = 0;  ///< largest active message
     unsigned               max_write    = 0;  ///< largest RDMA write per packet
     double                 conn_timeout = 0;  ///< seconds to connect
-    /// Every message within one packet: 0 off, 1 on, 2 auto (on for rxe).
-    int                    one_packet   = 2;
+    /// Every message within one packet (auto: on for Soft-RoCE).
+    ucs_on_off_auto_value_t one_packet  = UCS_CONFIG_AUTO;
 };
 
 struct ud_ep;
