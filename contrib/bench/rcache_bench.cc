@@ -219,7 +219,7 @@ double bench_munmap(zv::rcache::monitor_kind kind, bool registered, int iters)
     zv::rcache::config cfg;
     cfg.monitor               = kind;
     zv::monitor::monitor *mon = nullptr;
-    if (zv::monitor::create(cfg, &mon) != UCS_OK) {
+    if (zv::monitor::create(cfg.monitor_settings(), &mon) != UCS_OK) {
         return -1;
     }
     noop_backend       be;
@@ -316,7 +316,7 @@ int main(int argc, char **argv)
 
     zv::rcache::config cfg;
     zv::monitor::monitor *mon = nullptr;
-    if (zv::monitor::create(cfg, &mon) != UCS_OK) {
+    if (zv::monitor::create(cfg.monitor_settings(), &mon) != UCS_OK) {
         return 1;
     }
     const size_t iters = std::max<size_t>(20000, static_cast<size_t>(2000000 * scale));

@@ -6,7 +6,7 @@
 #include "rcache/cache.h"
 #include "rcache/config.h"
 #include "rcache/ibv_backend.h"
-#include "rcache/log.h"
+#include "util/log.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -85,7 +85,7 @@ int acquire_monitor(const rcache::config &cfg, monitor::monitor **out)
             rcache::config one = cfg;
             one.monitor        = want;
             monitor::monitor *mon = nullptr;
-            const ucs_status_t status = monitor::create(one, &mon);
+            const ucs_status_t status = monitor::create(one.monitor_settings(), &mon);
             if (status != UCS_OK) {
                 return (status == UCS_ERR_NO_MEMORY) ? -ENOMEM : -EOPNOTSUPP;
             }
@@ -97,7 +97,7 @@ int acquire_monitor(const rcache::config &cfg, monitor::monitor **out)
     }
     // auto, no uffd monitor yet: the factory's choice, unless it is one we have.
     monitor::monitor  *mon    = nullptr;
-    const ucs_status_t status = monitor::create(cfg, &mon);
+    const ucs_status_t status = monitor::create(cfg.monitor_settings(), &mon);
     if (status != UCS_OK) {
         return to_errno(status);
     }
@@ -218,11 +218,11 @@ bool set_log_level(const char *value)
                   {"trace", UCS_LOG_LEVEL_TRACE}};
     for (const auto &l : levels) {
         if ((value != nullptr) && (strcasecmp(value, l.name) == 0)) {
-            rcache::g_log_cap.store(l.level, std::memory_order_relaxed);
+            zv::g_log_cap.store(l.level, std::memory_order_relaxed);
             return true;
         }
     }
-    rcache::g_log_cap.store(-1, std::memory_order_relaxed);
+    zv::g_log_cap.store(-1, std::memory_order_relaxed);
     return value == nullptr;
 }
 

@@ -16,7 +16,7 @@ namespace zv::capi {
                                   zv_cache_t **cache_p);
 
 // ZVERBS_LOG_LEVEL: "none" (also NULL or unknown), "fatal", "error", "warn",
-// "diag", "info", "debug", "trace". Sets rcache::g_log_cap; false on an
+// "diag", "info", "debug", "trace". Sets zv::g_log_cap; false on an
 // unknown value (then "none").
 bool set_log_level(const char *value);
 

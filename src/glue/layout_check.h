@@ -15,7 +15,7 @@
  * which refuses to register on a mismatch. Header-only so both can use it.
  */
 
-#include "glue/ucx_internal.h"
+#include "ucx/internal.h"
 
 #include <stdio.h>
 #include <stddef.h>

@@ -181,7 +181,7 @@ ucs_status_t init_monitor_once(const zv::rcache::config &cfg)
     static ucs_status_t    result = UCS_OK;
     pthread_mutex_lock(&lock);
     if (!done) {
-        result = zv::monitor::global_init(cfg);
+        result = zv::monitor::global_init(cfg.monitor_settings());
         done   = true;
         if (result == UCS_OK) {
             ucs_debug("zv: registration cache invalidation source: %s",

@@ -4,7 +4,7 @@
 #ifndef ZV_GLUE_ZV_GLUE_H
 #define ZV_GLUE_ZV_GLUE_H
 
-#include "glue/ucx_internal.h"
+#include "ucx/internal.h"
 
 #include <cstddef>
 

@@ -7,7 +7,7 @@
 #include "md/zv_md.h"
 #include "verbs/route.h"
 
-#include "glue/ucx_internal.h"
+#include "ucx/internal.h"
 
 namespace zv::iface {
 
@@ -27,6 +27,19 @@ inline size_t iov_total(const uct_iov_t *iov, size_t iovcnt)
         total += iov[i].length * (iov[i].count ? iov[i].count : 1);
     }
     return total;
+}
+
+/// A queue pair number as interface addresses carry it: 3 bytes, low first.
+inline void pack_qpn(uint8_t out[3], uint32_t qpn)
+{
+    out[0] = static_cast<uint8_t>(qpn);
+    out[1] = static_cast<uint8_t>(qpn >> 8);
+    out[2] = static_cast<uint8_t>(qpn >> 16);
+}
+
+inline uint32_t unpack_qpn(const uint8_t in[3])
+{
+    return in[0] | (in[1] << 8) | (static_cast<uint32_t>(in[2]) << 16);
 }
 
 /// Settings shared by every zv transport (the glue fills them from config).

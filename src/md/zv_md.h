@@ -9,7 +9,7 @@
 #include "verbs/device.h"
 #include "verbs/locality.h"
 
-#include "glue/ucx_internal.h"
+#include "ucx/internal.h"
 
 #include <atomic>
 #include <cstddef>

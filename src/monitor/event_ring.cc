@@ -2,7 +2,7 @@
 // Bounded, lock-free broadcast ring of invalidated ranges (see event_ring.h).
 #include "monitor/event_ring.h"
 
-#include "rcache/log.h"
+#include "util/log.h"
 
 #include <sched.h>
 #include <time.h>

@@ -2,7 +2,7 @@
 // Monitor factory, module-wide instance and the fork hook shared by all monitors.
 #include "monitor/monitor.h"
 
-#include "rcache/log.h"
+#include "util/log.h"
 
 #include <pthread.h>
 
@@ -34,7 +34,7 @@ void on_fork_child()
 
 class none_monitor final : public monitor {
 public:
-    none_monitor() : monitor(rcache::monitor_kind::none) {}
+    none_monitor() : monitor(monitor_kind::none) {}
     ucs_status_t watch(uintptr_t, uintptr_t) override { return UCS_ERR_UNSUPPORTED; }
     bool cacheable(uintptr_t, uintptr_t) override { return false; }
 };
@@ -79,16 +79,16 @@ ucs_status_t create_none(monitor **out)
 
 uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_acquire); }
 
-ucs_status_t create(const rcache::config &cfg, monitor **out)
+ucs_status_t create(const settings &cfg, monitor **out)
 {
-    switch (cfg.monitor) {
-    case rcache::monitor_kind::none:
+    switch (cfg.kind) {
+    case monitor_kind::none:
         return detail::create_none(out);
-    case rcache::monitor_kind::uffd:
+    case monitor_kind::uffd:
         return detail::create_uffd(cfg, false, out);
-    case rcache::monitor_kind::ucm:
+    case monitor_kind::ucm:
         return detail::create_ucm(cfg, false, out);
-    case rcache::monitor_kind::automatic:
+    case monitor_kind::automatic:
         break;
     }
 
@@ -107,7 +107,7 @@ ucs_status_t create(const rcache::config &cfg, monitor **out)
 
 void destroy(monitor *mon) { delete mon; }
 
-ucs_status_t global_init(const rcache::config &cfg)
+ucs_status_t global_init(const settings &cfg)
 {
     if (g_monitor != nullptr) {
         return UCS_OK;

@@ -4,7 +4,7 @@
 #define ZV_MONITOR_MONITOR_H_
 
 #include "monitor/event_ring.h"
-#include "rcache/config.h"
+#include "monitor/kind.h"
 
 #include <ucs/type/status.h>
 
@@ -22,9 +22,9 @@ public:
     monitor(const monitor &) = delete;
     monitor &operator=(const monitor &) = delete;
 
-    rcache::monitor_kind kind() const { return m_kind; }
+    monitor_kind kind() const { return m_kind; }
     // "uffd", "ucm" or "none".
-    const char *name() const { return rcache::monitor_kind_name(m_kind); }
+    const char *name() const { return monitor_kind_name(m_kind); }
     // nullptr for the "none" monitor (no cache).
     event_ring *ring() const { return m_ring; }
 
@@ -41,20 +41,20 @@ public:
     bool healthy() const { return (m_ring == nullptr) || (m_ring->error() == 0); }
 
 protected:
-    explicit monitor(rcache::monitor_kind kind) : m_kind(kind) {}
+    explicit monitor(monitor_kind kind) : m_kind(kind) {}
 
-    rcache::monitor_kind m_kind;
+    monitor_kind m_kind;
     event_ring          *m_ring = nullptr;
 };
 
-// Creates a monitor of cfg.monitor. automatic tries uffd, then ucm, then
+// Creates a monitor of cfg.kind. automatic tries uffd, then ucm, then
 // none, and logs the choice at debug level. An explicit uffd or ucm that
 // cannot work is an error with a message saying why.
-[[nodiscard]] ucs_status_t create(const rcache::config &cfg, monitor **out);
+[[nodiscard]] ucs_status_t create(const settings &cfg, monitor **out);
 void destroy(monitor *mon);
 
 // The module-wide monitor: created once when the module loads.
-[[nodiscard]] ucs_status_t global_init(const rcache::config &cfg);
+[[nodiscard]] ucs_status_t global_init(const settings &cfg);
 void global_cleanup();
 monitor *global();
 // Name of the active monitor ("uffd", "ucm", "none"); "none" before global_init.
@@ -67,7 +67,7 @@ uint64_t fork_generation();
 namespace detail {
 /// new T, then T::init(cfg, quiet); *out only on success.
 template <typename T>
-[[nodiscard]] ucs_status_t create_initialized(const rcache::config &cfg, bool quiet,
+[[nodiscard]] ucs_status_t create_initialized(const settings &cfg, bool quiet,
                                               monitor **out)
 {
     auto *mon           = new T();
@@ -84,8 +84,8 @@ template <typename T>
 // on their next lookup without any extra check on the hit path.
 void track_ring(event_ring *ring);
 void untrack_ring(event_ring *ring);
-ucs_status_t create_uffd(const rcache::config &cfg, bool quiet, monitor **out);
-ucs_status_t create_ucm(const rcache::config &cfg, bool quiet, monitor **out);
+ucs_status_t create_uffd(const settings &cfg, bool quiet, monitor **out);
+ucs_status_t create_ucm(const settings &cfg, bool quiet, monitor **out);
 ucs_status_t create_none(monitor **out);
 } // namespace detail
 

@@ -10,7 +10,7 @@
 // reason uffd is preferred.
 #include "monitor/monitor.h"
 
-#include "rcache/log.h"
+#include "util/log.h"
 
 #include <ucm/api/ucm.h>
 
@@ -22,7 +22,7 @@ namespace {
 
 class ucm_monitor final : public monitor {
 public:
-    ucm_monitor() : monitor(rcache::monitor_kind::ucm) {}
+    ucm_monitor() : monitor(monitor_kind::ucm) {}
     ~ucm_monitor() override
     {
         if (m_installed) {
@@ -34,7 +34,7 @@ public:
         }
     }
 
-    ucs_status_t init(const rcache::config &cfg, bool quiet)
+    ucs_status_t init(const settings &cfg, bool quiet)
     {
         ucs_status_t status = event_ring::create(cfg.event_queue, false, &m_ring);
         if (status != UCS_OK) {
@@ -81,7 +81,7 @@ private:
 
 namespace detail {
 
-ucs_status_t create_ucm(const rcache::config &cfg, bool quiet, monitor **out)
+ucs_status_t create_ucm(const settings &cfg, bool quiet, monitor **out)
 {
     return create_initialized<ucm_monitor>(cfg, quiet, out);
 }

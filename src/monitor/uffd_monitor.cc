@@ -50,7 +50,7 @@
 //  - brk shrink: reported as UFFD_EVENT_UNMAP (measured on 6.1 and 6.18).
 #include "monitor/monitor.h"
 
-#include "rcache/log.h"
+#include "util/log.h"
 
 #include <linux/userfaultfd.h>
 #include <ucm/api/ucm.h>
@@ -246,10 +246,10 @@ bool event_loop(int uffd, int stop_fd, event_ring *ring)
 
 class uffd_monitor final : public monitor {
 public:
-    uffd_monitor() : monitor(rcache::monitor_kind::uffd) {}
+    uffd_monitor() : monitor(monitor_kind::uffd) {}
     ~uffd_monitor() override;
 
-    ucs_status_t init(const rcache::config &cfg, bool quiet);
+    ucs_status_t init(const settings &cfg, bool quiet);
     ucs_status_t watch(uintptr_t start, uintptr_t end) override;
     bool         cacheable(uintptr_t start, uintptr_t end) override;
 
@@ -287,7 +287,7 @@ private:
     event_ring::cursor             m_watch_cursor;
 };
 
-ucs_status_t uffd_monitor::init(const rcache::config &cfg, bool quiet)
+ucs_status_t uffd_monitor::init(const settings &cfg, bool quiet)
 {
     const auto fail = [quiet](const char *what, int err) {
         if (quiet) {
@@ -326,17 +326,17 @@ ucs_status_t uffd_monitor::init(const rcache::config &cfg, bool quiet)
 
     uint64_t features = needed;
     switch (cfg.uffd) {
-    case rcache::uffd_mode::wp:
+    case uffd_mode::wp:
         if (!has_wp) {
             return fail("UCX_ZV_RCACHE_UFFD_MODE=wp: kernel lacks UFFD_FEATURE_PAGEFAULT_FLAG_WP",
                         ENOTSUP);
         }
         m_reg_mode = UFFDIO_REGISTER_MODE_WP;
         break;
-    case rcache::uffd_mode::missing:
+    case uffd_mode::missing:
         m_reg_mode = UFFDIO_REGISTER_MODE_MISSING;
         break;
-    case rcache::uffd_mode::automatic:
+    case uffd_mode::automatic:
         m_reg_mode = has_wp ? UFFDIO_REGISTER_MODE_WP : UFFDIO_REGISTER_MODE_MISSING;
         break;
     }
@@ -718,7 +718,7 @@ void uffd_monitor::shmat_cb(ucm_event_type_t, ucm_event_t *event, void *arg)
 
 namespace detail {
 
-ucs_status_t create_uffd(const rcache::config &cfg, bool quiet, monitor **out)
+ucs_status_t create_uffd(const settings &cfg, bool quiet, monitor **out)
 {
     return create_initialized<uffd_monitor>(cfg, quiet, out);
 }

@@ -326,7 +326,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     ep->max_send_wr = iface->super.settings.tx_queue_len;
     std::memcpy(&ep->peer, params->dev_addr, sizeof(ep->peer));
     const auto *ia  = reinterpret_cast<const iface_addr *>(params->iface_addr);
-    ep->peer_ud_qpn = ia->ud_qpn[0] | (ia->ud_qpn[1] << 8) | (ia->ud_qpn[2] << 16);
+    ep->peer_ud_qpn = iface::unpack_qpn(ia->ud_qpn);
 
     // The QP the peer connected here for an endpoint of its own, if one
     // is unused: both directions then share it.

@@ -303,9 +303,7 @@ ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
 {
     uint32_t qpn = to_rc(uct_iface)->conn.ud_qpn();
     auto *a      = reinterpret_cast<iface_addr *>(addr);
-    a->ud_qpn[0] = static_cast<uint8_t>(qpn);
-    a->ud_qpn[1] = static_cast<uint8_t>(qpn >> 8);
-    a->ud_qpn[2] = static_cast<uint8_t>(qpn >> 16);
+    iface::pack_qpn(a->ud_qpn, qpn);
     return UCS_OK;
 }
 

@@ -16,7 +16,7 @@
 #include "rcache/cache.h"
 
 #include "monitor/monitor.h"
-#include "rcache/log.h"
+#include "util/log.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Registration-cache settings: parsing of the monitor choice and the "auto" limits.
+// Registration-cache settings: the "auto" limits.
 #include "rcache/config.h"
-
-#include "rcache/log.h"
 
 #include <linux/capability.h>
 #include <sys/resource.h>
@@ -10,58 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <strings.h>
 
 namespace zv::rcache {
-
-std::atomic<int> g_log_cap{UCS_LOG_LEVEL_LAST};
-
-const char *const k_monitor_kind_names[] = {"none", "uffd", "ucm", "auto", nullptr};
-const char *const k_uffd_mode_names[]    = {"auto", "wp", "missing", nullptr};
-
-ucs_status_t parse_monitor_kind(const char *value, monitor_kind *out)
-{
-    static const monitor_kind kinds[] = {monitor_kind::none, monitor_kind::uffd,
-                                         monitor_kind::ucm, monitor_kind::automatic};
-    for (size_t i = 0; (value != nullptr) && (k_monitor_kind_names[i] != nullptr); ++i) {
-        if (strcasecmp(value, k_monitor_kind_names[i]) == 0) {
-            *out = kinds[i];
-            return UCS_OK;
-        }
-    }
-    zv_log_error("UCX_ZV_RCACHE_MONITOR: unknown value '%s' (expected auto, uffd, ucm or none)",
-                 (value != nullptr) ? value : "(null)");
-    return UCS_ERR_INVALID_PARAM;
-}
-
-ucs_status_t parse_uffd_mode(const char *value, uffd_mode *out)
-{
-    static const uffd_mode modes[] = {uffd_mode::automatic, uffd_mode::wp, uffd_mode::missing};
-    for (size_t i = 0; (value != nullptr) && (k_uffd_mode_names[i] != nullptr); ++i) {
-        if (strcasecmp(value, k_uffd_mode_names[i]) == 0) {
-            *out = modes[i];
-            return UCS_OK;
-        }
-    }
-    zv_log_error("UCX_ZV_RCACHE_UFFD_MODE: unknown value '%s' (expected auto, wp or missing)",
-                 (value != nullptr) ? value : "(null)");
-    return UCS_ERR_INVALID_PARAM;
-}
-
-const char *monitor_kind_name(monitor_kind kind)
-{
-    switch (kind) {
-    case monitor_kind::none:
-        return "none";
-    case monitor_kind::uffd:
-        return "uffd";
-    case monitor_kind::ucm:
-        return "ucm";
-    case monitor_kind::automatic:
-        return "auto";
-    }
-    return "?";
-}
 
 namespace {
 

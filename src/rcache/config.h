@@ -3,6 +3,8 @@
 #ifndef ZV_RCACHE_CONFIG_H_
 #define ZV_RCACHE_CONFIG_H_
 
+#include "monitor/kind.h"
+
 #include <ucs/type/status.h>
 
 #include <cstddef>
@@ -10,21 +12,14 @@
 
 namespace zv::rcache {
 
-// Which source tells the cache that memory behind a registration changed.
-enum class monitor_kind : uint8_t {
-    none, // no cache: every registration is real and released at deregistration
-    uffd, // kernel notifier: userfaultfd UNMAP/REMOVE/REMAP events
-    ucm,  // interception: UCM's UCM_EVENT_VM_UNMAPPED
-    automatic, // uffd where the kernel allows it, else ucm, else none
-};
-
-// How the uffd monitor registers ranges. Only "wp" is for production; "missing"
-// exists for kernels older than 5.7 and so that tests exercise fault resolution.
-enum class uffd_mode : uint8_t {
-    automatic, // wp when the kernel has UFFD_FEATURE_PAGEFAULT_FLAG_WP, else missing
-    wp,        // UFFDIO_REGISTER_MODE_WP without ever write-protecting: no faults
-    missing,   // UFFDIO_REGISTER_MODE_MISSING: the monitor resolves first touches
-};
+// The monitor's settings are part of the cache's configuration.
+using monitor::monitor_kind;
+using monitor::uffd_mode;
+using monitor::k_monitor_kind_names;
+using monitor::k_uffd_mode_names;
+using monitor::parse_monitor_kind;
+using monitor::parse_uffd_mode;
+using monitor::monitor_kind_name;
 
 // The encodings of UCX's "auto"/"inf" for memunits (size_t) and ulunits
 // (unsigned long), same values as UCS_MEMUNITS_AUTO/INF in <ucs/sys/string.h>,
@@ -45,6 +40,8 @@ struct config {
     uffd_mode    uffd        = uffd_mode::automatic;
     // UCX_ZV_RCACHE_ODP (ternary as bool: try on-demand paging where the device allows)
     bool         odp         = true;
+
+    monitor::settings monitor_settings() const { return {monitor, uffd, event_queue}; }
 };
 
 // Defaults and doc strings, for the glue's ucs_config_field_t table.
@@ -85,18 +82,6 @@ inline constexpr const char *k_odp_default = "try";
 inline constexpr const char *k_odp_doc =
     "Register with on-demand paging, bypassing the cache, where the device "
     "supports it for the requested access.";
-
-// Names accepted by parse_monitor_kind(), in the order of the enum, for the
-// glue's UCS_CONFIG_TYPE_ENUM table (NULL-terminated).
-extern const char *const k_monitor_kind_names[];
-extern const char *const k_uffd_mode_names[];
-
-// Parses "auto", "uffd", "ucm" or "none" (case-insensitive). Unknown values log
-// an error naming the accepted ones and return UCS_ERR_INVALID_PARAM.
-[[nodiscard]] ucs_status_t parse_monitor_kind(const char *value, monitor_kind *out);
-[[nodiscard]] ucs_status_t parse_uffd_mode(const char *value, uffd_mode *out);
-
-const char *monitor_kind_name(monitor_kind kind);
 
 // Limits after resolving "auto". device_max_mr == 0 means unknown.
 struct limits {

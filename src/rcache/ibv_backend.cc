@@ -2,7 +2,7 @@
 // The real registration backend: ibv_reg_mr on one protection domain (see ibv_backend.h).
 #include "rcache/ibv_backend.h"
 
-#include "rcache/log.h"
+#include "util/log.h"
 
 #include <cerrno>
 #include <cstdint>

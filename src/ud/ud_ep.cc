@@ -602,7 +602,7 @@ ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p)
     ep->iface = iface;
     std::memcpy(&ep->peer, params->dev_addr, sizeof(ep->peer));
     const auto *ia = reinterpret_cast<const iface_addr *>(params->iface_addr);
-    ep->peer_qpn   = ia->qpn[0] | (ia->qpn[1] << 8) | (ia->qpn[2] << 16);
+    ep->peer_qpn   = iface::unpack_qpn(ia->qpn);
     ep->tx.init(&iface->settings.rel);
     *ep_p = ep;
     return UCS_OK;

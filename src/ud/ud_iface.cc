@@ -487,9 +487,7 @@ ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
     ud_iface *iface = to_ud(uct_iface);
     uint32_t qpn    = iface->uc ? iface->conn.ud_qpn() : iface->qp->qp_num;
     auto *a      = reinterpret_cast<iface_addr *>(addr);
-    a->qpn[0]    = static_cast<uint8_t>(qpn);
-    a->qpn[1]    = static_cast<uint8_t>(qpn >> 8);
-    a->qpn[2]    = static_cast<uint8_t>(qpn >> 16);
+    iface::pack_qpn(a->qpn, qpn);
     return UCS_OK;
 }
 

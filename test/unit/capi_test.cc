@@ -2,7 +2,7 @@
 // The C API (libzverbs) over the fake backend: what a verbs program relies on.
 #include "capi/zverbs_internal.h"
 #include "fake_env.h"
-#include "rcache/log.h"
+#include "util/log.h"
 
 #include <dirent.h>
 #include <sys/wait.h>
@@ -42,7 +42,7 @@ size_t count_entries(const char *dir)
 class capi_quiet {
 public:
     capi_quiet() { capi::set_log_level(nullptr); }
-    ~capi_quiet() { rcache::g_log_cap.store(UCS_LOG_LEVEL_LAST); }
+    ~capi_quiet() { zv::g_log_cap.store(UCS_LOG_LEVEL_LAST); }
 };
 
 zv_cache_params params_for(const char *monitor)
@@ -486,7 +486,7 @@ TEST(capi_params, log_level_knob)
         EXPECT_EQ(-EINVAL, capi::open_on_backend(&be, &p, &c));
         EXPECT_TRUE(guard.expected().empty()) << "quiet by default";
     }
-    rcache::g_log_cap.store(UCS_LOG_LEVEL_LAST);
+    zv::g_log_cap.store(UCS_LOG_LEVEL_LAST);
 }
 
 } // namespace

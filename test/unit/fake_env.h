@@ -184,7 +184,7 @@ protected:
         std::string  why;
         {
             expect_log_problems guard; // an unusable monitor says why
-            status = monitor::create(cfg, &m_mon);
+            status = monitor::create(cfg.monitor_settings(), &m_mon);
             if (!guard.expected().empty()) {
                 why = guard.expected().back();
             }

@@ -205,7 +205,7 @@ TEST(monitor_uffd_unprivileged, works_or_says_why)
         monitor::monitor *mon = nullptr;
         {
             expect_log_problems guard;
-            if (monitor::create(cfg, &mon) != UCS_OK) {
+            if (monitor::create(cfg.monitor_settings(), &mon) != UCS_OK) {
                 const std::string why = guard.expected().empty() ? "" : guard.expected().back();
                 (void)!write(out[1], why.data(), why.size());
                 _exit(11);

@@ -342,7 +342,7 @@ TEST(rcache_config, parse_monitor_kind)
 TEST(rcache_config, auto_monitor_choice_is_named)
 {
     rcache::config cfg;
-    ASSERT_EQ(UCS_OK, monitor::global_init(cfg));
+    ASSERT_EQ(UCS_OK, monitor::global_init(cfg.monitor_settings()));
     const std::string name = monitor::active_name();
     monitor::monitor *probe = nullptr;
     rcache::config    ucfg;
@@ -350,7 +350,7 @@ TEST(rcache_config, auto_monitor_choice_is_named)
     bool uffd_works;
     {
         expect_log_problems guard;
-        uffd_works = (monitor::create(ucfg, &probe) == UCS_OK);
+        uffd_works = (monitor::create(ucfg.monitor_settings(), &probe) == UCS_OK);
     }
     monitor::destroy(probe);
     EXPECT_EQ(uffd_works ? "uffd" : "ucm", name) << "auto prefers the kernel notifier";

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// UCX's internal headers with C linkage (they have no extern "C" of their own).
-#ifndef ZV_GLUE_UCX_INTERNAL_H
-#define ZV_GLUE_UCX_INTERNAL_H
+// UCX's internal headers with C linkage (they have no extern "C" of their own),
+// for every layer that uses UCX's base classes (md, iface, glue).
+#ifndef ZV_UCX_INTERNAL_H
+#define ZV_UCX_INTERNAL_H
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,24 +1,24 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Logging for the cache and monitors: UCX's public logger, one include to change.
-#ifndef ZV_RCACHE_LOG_H_
-#define ZV_RCACHE_LOG_H_
+// Logging for the cache and the monitors (and any layer beside them): UCX's
+// public logger under a cap that the C API sets, one include to change.
+#ifndef ZV_UTIL_LOG_H_
+#define ZV_UTIL_LOG_H_
 
 #include <ucs/debug/log_def.h>
 
 #include <atomic>
 
-namespace zv::rcache {
+namespace zv {
 // Most verbose level (ucs_log_level_t) the cache and monitors log at, on top
 // of UCX's own UCX_LOG_LEVEL. UCS_LOG_LEVEL_LAST (the default, the UCT
 // module) leaves it all to UCX; libzverbs lowers it from ZVERBS_LOG_LEVEL
 // (default: nothing), because a library returns its errors instead.
 extern std::atomic<int> g_log_cap;
-} // namespace zv::rcache
+} // namespace zv
 
 #define zv_log_at(_level, ...)                                                        \
     do {                                                                              \
-        if (static_cast<int>(_level) <=                                               \
-            zv::rcache::g_log_cap.load(std::memory_order_relaxed)) {                 \
+        if (static_cast<int>(_level) <= zv::g_log_cap.load(std::memory_order_relaxed)) { \
             ucs_log(_level, __VA_ARGS__);                                             \
         }                                                                             \
     } while (0)
