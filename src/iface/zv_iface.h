@@ -5,9 +5,13 @@
 
 #include "iface/scale.h"
 #include "md/zv_md.h"
+#include "verbs/qp.h"
 #include "verbs/route.h"
 
 #include "ucx/internal.h"
+
+#include <cstring>
+#include <vector>
 
 namespace zv::iface {
 
@@ -40,6 +44,23 @@ inline void pack_qpn(uint8_t out[3], uint32_t qpn)
 inline uint32_t unpack_qpn(const uint8_t in[3])
 {
     return in[0] | (in[1] << 8) | (static_cast<uint32_t>(in[2]) << 16);
+}
+
+/// A peer port's GID as a map key.
+inline std::vector<uint8_t> gid_key(const device_addr &a)
+{
+    return std::vector<uint8_t>(a.gid, a.gid + sizeof(a.gid));
+}
+
+/// A peer's device address as the verbs layer takes it (address handles,
+/// connecting a queue pair).
+inline verbs::remote_port to_remote(const device_addr &a)
+{
+    verbs::remote_port r;
+    r.is_roce = (a.flags & 1) != 0;
+    r.lid     = a.lid;
+    std::memcpy(r.gid.raw, a.gid, sizeof(a.gid));
+    return r;
 }
 
 /// Settings shared by every zv transport (the glue fills them from config).

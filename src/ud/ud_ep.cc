@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ud_zv endpoint: connection, active messages, acks, retransmission, flush;
+// ud_zv and uc_zv endpoint: connection, active messages, acks, retransmission, flush;
 // the interface's lists of endpoints with pending requests and of destroyed ones.
-#include "ud/ud_ep.h"
+#include "ud/ud_send.h"
 
 #include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
@@ -15,94 +15,6 @@ namespace zv::ud {
 namespace {
 
 constexpr size_t am_zcopy_max_hdr = 64;
-
-inline ucs_status_t check_tx(ud_ep *ep)
-{
-    ud_iface *iface = ep->iface;
-    if (__builtin_expect(ep->st != ud_ep::state::connected, 0)) {
-        return (ep->st == ud_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
-    }
-    if (__builtin_expect(ep->tx.window_full() || (ep->resend_next != nullptr) ||
-                         (iface->tx_outstanding >= iface->tx_limit), 0)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    return UCS_OK;
-}
-
-/// A send descriptor with room for 'payload' bytes after the header.
-inline tx_desc *desc_get(ud_ep *ep, uint8_t type, size_t payload)
-{
-    iface::buffer *b = (payload <= small_payload) ? ep->iface->tx_small_pool.get() :
-                                                    ep->iface->tx_pool.get();
-    if (__builtin_expect(b == nullptr, 0)) {
-        ep->iface->tx_starved = true;
-        return nullptr;
-    }
-    auto *d      = reinterpret_cast<tx_desc *>(b->data());
-    d->ep        = ep;
-    d->comp      = nullptr;
-    d->buf       = b;
-    d->status    = UCS_OK;
-    d->in_flight = 0;
-    d->acked     = false;
-    d->num_sge   = 1;
-    d->opcode    = IBV_WR_SEND;
-    ud_hdr *h    = d->hdr();
-    h->dest      = ep->peer_conn;
-    h->ack_dest  = 0;
-    h->ack_psn   = 0;
-    h->type      = type;
-    h->am_id     = 0;
-    h->magic     = ud_hdr::magic_value;
-    return d;
-}
-
-/// The partner receive connection's ack rides along, if one is owed.
-inline void piggyback(ud_ep *ep, ud_hdr *h)
-{
-    rx_conn *c = ep->partner;
-    if ((c != nullptr) && c->rx.owes() && !c->rx.nak_due()) {
-        h->ack_dest = c->peer_ep;
-        h->ack_psn  = c->rx.ack_psn();
-        c->rx.acked();
-    }
-}
-
-/// Number the packet, keep it for retransmission, post it. A failed post
-/// leaves it in the window: the timer sends it again.
-void send_desc(ud_ep *ep, tx_desc *d, size_t len)
-{
-    ud_hdr *h = d->hdr();
-    if (d->opcode == IBV_WR_SEND) {
-        d->sge[0] = {reinterpret_cast<uintptr_t>(h),
-                     static_cast<uint32_t>(sizeof(ud_hdr) + len), d->buf->lkey};
-    } // else a put: the caller set the sges (the psn travels as immediate data)
-    if (ep->tx.idle()) {
-        busy_link(ep);
-    }
-    h->psn = ep->tx.push(&d->pkt, ucs_get_time());
-    ++ep->unreleased;
-    (void)post_desc(ep->iface, ep, d);
-}
-
-
-/// Zero-copy: the user's registered memory becomes the packet's next sges.
-/// False if an entry has no memory handle.
-inline bool add_iov(tx_desc *d, const uct_iov_t *iov, size_t iovcnt)
-{
-    for (size_t i = 0; i < iovcnt; ++i) {
-        size_t n = iov[i].length * std::max<unsigned>(iov[i].count, 1);
-        if (n == 0) {
-            continue;
-        }
-        if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
-            return false;
-        }
-        d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
-                                static_cast<uint32_t>(n), md::memh_lkey(iov[i].memh)};
-    }
-    return true;
-}
 
 /// Release callback of the sender: the packet was acknowledged.
 struct on_acked {
@@ -232,98 +144,6 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     return UCS_INPROGRESS;
 }
 
-// ---------------------------------------------------------------- put (uc_zv)
-
-/// A put: RDMA WRITE with immediate data, acknowledged like any packet.
-/// 'copy': bytes the caller will copy into the descriptor's buffer.
-inline tx_desc *put_desc(ud_ep *ep, size_t length, size_t copy, uint64_t remote_addr,
-                         uct_rkey_t rkey)
-{
-    if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
-        return nullptr;
-    }
-    tx_desc *d = desc_get(ep, ud_hdr::data, copy);
-    if (__builtin_expect(d == nullptr, 0)) {
-        return nullptr;
-    }
-    d->opcode      = IBV_WR_RDMA_WRITE_WITH_IMM;
-    d->remote_addr = remote_addr;
-    d->rkey        = static_cast<uint32_t>(rkey);
-    d->num_sge     = 0;
-    return d;
-}
-
-ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
-                          uint64_t remote_addr, uct_rkey_t rkey)
-{
-    ud_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
-        return status;
-    }
-    tx_desc *d = put_desc(ep, length, length, remote_addr, rkey);
-    if (__builtin_expect(d == nullptr, 0)) {
-        return (length > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
-                                                          UCS_ERR_NO_RESOURCE;
-    }
-    std::memcpy(d->payload(), buffer, length);
-    d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()), length, d->buf->lkey};
-    send_desc(ep, d, length);
-    return UCS_OK;
-}
-
-ssize_t ep_put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
-                     uint64_t remote_addr, uct_rkey_t rkey)
-{
-    ud_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
-        return status;
-    }
-    tx_desc *d = put_desc(ep, 0, ep->iface->settings.max_write, remote_addr, rkey);
-    if (__builtin_expect(d == nullptr, 0)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    size_t length = pack_cb(d->payload(), arg);
-    if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
-        ucs_error("uc_zv: put_bcopy packed %zu bytes, more than the %u allowed", length,
-                  ep->iface->settings.max_write);
-        iface::buffer_pool::put(d->buf);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()),
-                            static_cast<uint32_t>(length), d->buf->lkey};
-    send_desc(ep, d, length);
-    return static_cast<ssize_t>(length);
-}
-
-ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
-                          uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
-{
-    ud_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
-        return status;
-    }
-    if (__builtin_expect(iovcnt > max_sge, 0)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    size_t total = iface::iov_total(iov, iovcnt);
-    tx_desc *d = put_desc(ep, total, 0, remote_addr, rkey);
-    if (__builtin_expect(d == nullptr, 0)) {
-        return (total > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
-                                                         UCS_ERR_NO_RESOURCE;
-    }
-    if (__builtin_expect(!add_iov(d, iov, iovcnt), 0)) {
-        iface::buffer_pool::put(d->buf);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    d->comp = comp;
-    ++ep->iface->tx_put_zcopy;
-    send_desc(ep, d, total);
-    return UCS_INPROGRESS;
-}
-
 // ---------------------------------------------------------------- pending, flush
 
 ucs_status_t ep_pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
@@ -382,6 +202,23 @@ ucs_status_t ep_get_address(uct_ep_h, uct_ep_addr_t *)
 } // namespace
 
 // ---------------------------------------------------------------- shared
+
+/// Number the packet, keep it for retransmission, post it. A failed post
+/// leaves it in the window: the timer sends it again.
+void send_desc(ud_ep *ep, tx_desc *d, size_t len)
+{
+    ud_hdr *h = d->hdr();
+    if (d->opcode == IBV_WR_SEND) {
+        d->sge[0] = {reinterpret_cast<uintptr_t>(h),
+                     static_cast<uint32_t>(sizeof(ud_hdr) + len), d->buf->lkey};
+    } // else a put: the caller set the sges (the psn travels as immediate data)
+    if (ep->tx.idle()) {
+        busy_link(ep);
+    }
+    h->psn = ep->tx.push(&d->pkt, ucs_get_time());
+    ++ep->unreleased;
+    (void)post_desc(ep->iface, ep, d);
+}
 
 void busy_link(ud_ep *ep)
 {
@@ -681,13 +518,6 @@ void ep_release(ud_ep *ep)
     } else {
         iface->graveyard.push_back(ep);
     }
-}
-
-void fill_put_ops(uct_iface_ops_t *ops)
-{
-    ops->ep_put_short = ep_put_short;
-    ops->ep_put_bcopy = ep_put_bcopy;
-    ops->ep_put_zcopy = ep_put_zcopy;
 }
 
 void fill_ep_ops(uct_iface_ops_t *ops)

@@ -318,7 +318,13 @@ inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(
                                       const ud_settings &settings,
                                       uct_iface_h *iface_p);
 
-// Shared between ud_iface.cc, ud_ep.cc and ud_events.cc.
+// Shared between the ud_*.cc files and uc.cc.
+/// UCP releases a receive buffer it kept (uct_recv_desc_t callback).
+void release_rx(uct_recv_desc_t *self, void *desc);
+/// Poll the receive CQ: handle what arrived, send due acks, repost.
+unsigned poll_rx(ud_iface *iface);
+/// Owed acks and NAKs that are due go out as packets of their own.
+void send_acks(ud_iface *iface, ucs_time_t now);
 /// Post up to 'count' receive buffers (none while the QP is broken).
 void post_rx(ud_iface *iface, unsigned count);
 /// A work request failed: ud_zv marks a QP in the error state broken
@@ -361,10 +367,7 @@ uct_iface_ops_t uc_make_ops(uct_iface_ops_t ops);
 /// Whether uc_zv keeps every message within one packet (UCX_UC_ZV_ONE_PACKET,
 /// auto resolved against the device); logs the choice.
 bool uc_one_packet(const ud_iface *iface);
-inline std::vector<uint8_t> gid_key(const iface::device_addr &a)
-{
-    return std::vector<uint8_t>(a.gid, a.gid + sizeof(a.gid));
-}
+using iface::gid_key;
 
 } // namespace zv::ud
 

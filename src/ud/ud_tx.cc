@@ -107,10 +107,7 @@ ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah
         *ah_p = it->second;
         return UCS_OK;
     }
-    verbs::remote_port rp;
-    rp.is_roce = (peer.flags & 1) != 0;
-    rp.lid     = peer.lid;
-    std::memcpy(rp.gid.raw, peer.gid, sizeof(rp.gid.raw));
+    const verbs::remote_port rp = iface::to_remote(peer);
     ibv_ah *ah;
     ucs_status_t status = verbs::create_ah(iface->super.md->dev, *iface->super.port,
                                            rp, &ah);

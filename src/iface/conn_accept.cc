@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connection manager: answering a peer's connection request (a new passive
+// QP, a duplicate, an adopted QP confirmed, crossing requests paired; see
+// conn.h).
+#include "iface/conn.h"
+
+#include <ucs/debug/log_def.h>
+
+namespace zv::iface {
+
+void conn_manager::handle_req(const conn_msg &msg)
+{
+    const uint32_t their = msg.qpn & 0xffffff;
+    peer_key pk(gid_key(msg.dev), msg.ud_qpn);
+    if (msg.peer_qpn != 0) {
+        // The peer adopted the QP it connected to one of ours: confirm it.
+        channel *ch = find(msg.peer_qpn, msg);
+        if (ch == nullptr) {
+            ucs_debug("qp 0x%x: connection request for unknown qp 0x%x", m_qp->qp_num,
+                      msg.peer_qpn);
+            return; // the peer's endpoint times out
+        }
+        uint32_t q = ch->qp->qp_num;
+        if (ch->remote_qpn == 0) {
+            // Our own REP is still to come: this says the same.
+            if (!ch->connecting || (connect(*ch, their) != UCS_OK)) {
+                return;
+            }
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, q, 0));
+            finish(q);
+            return;
+        }
+        if (ch->remote_qpn == their) {
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, q, 0));
+        }
+        return;
+    }
+    auto r = m_by_remote.find(remote_key(pk.first, pk.second, their));
+    if (r != m_by_remote.end()) {
+        // A duplicate: answer again.
+        (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, r->second, 0));
+        return;
+    }
+    const int order = compare(msg);
+    if (m_share && (order == 0)) {
+        // An endpoint to its own interface (UCP's to its own worker): its
+        // QP is connected to itself, as rc_verbs does.
+        channel *own = find(their, msg);
+        if ((own != nullptr) && own->connecting && (own->remote_qpn == 0) &&
+            (connect(*own, their) == UCS_OK)) {
+            (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, their, 0));
+            finish(their);
+            return;
+        }
+    }
+    if (m_share && (order != 0)) {
+        channel *mine = fresh_connecting(pk);
+        if ((mine != nullptr) && (order < 0)) {
+            ucs_debug("qp 0x%x: crossing connection requests with UD qp 0x%x: the peer "
+                      "pairs them", m_qp->qp_num, msg.ud_qpn);
+            return; // answered once the peer answered ours
+        }
+        if ((mine != nullptr) && (connect(*mine, their) == UCS_OK)) {
+            // Ours is connected to theirs; theirs is once our REP arrives.
+            // Ours is ready once the peer answers its request, sent again
+            // now as a confirmation (naming their QP).
+            (void)send(msg.dev, msg.ud_qpn,
+                       make_msg(conn_msg::rep, msg.conn_id, mine->qp->qp_num, 0));
+            if (mine->queued) {
+                send_first(*mine); // (its entry in m_queued is skipped)
+            } else {
+                resend(*mine);
+            }
+            return;
+        }
+        // (Ours could not be connected: the peer gets a passive QP instead.)
+    }
+    unsigned &n = m_per_peer[pk];
+    if (n >= m_iface->settings.max_peer_conns) {
+        ++m_refused;
+        if (!m_warned) {
+            m_warned = true;
+            ucs_warn("qp 0x%x: peer interface (UD qp 0x%x) asks for more than "
+                     "%s=%u connections: refusing it (said once)",
+                     m_qp->qp_num, msg.ud_qpn, m_limit_var,
+                     m_iface->settings.max_peer_conns);
+        }
+        return; // the peer's endpoint times out (CONN_TIMEOUT)
+    }
+    ibv_qp *qp;
+    if (m_cb.accept(m_cb.arg, to_remote(msg.dev), their, &qp) != UCS_OK) {
+        if (n == 0) {
+            m_per_peer.erase(pk);
+        }
+        return; // logged by accept; the peer retries
+    }
+    ++n;
+    channel &ch    = m_channels[qp->qp_num];
+    ch.peer        = msg.dev;
+    ch.peer_ud_qpn = msg.ud_qpn;
+    ch.qp          = qp;
+    ch.remote_qpn  = their;
+    ch.passive     = true;
+    m_by_remote[remote_key(pk.first, pk.second, their)] = qp->qp_num;
+    if (m_share) {
+        m_unused[pk].insert(qp->qp_num);
+    }
+    make_idle(ch);
+    (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qp->qp_num, 0));
+}
+
+} // namespace zv::iface

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// uc_zv puts: RDMA WRITE with immediate data under the reliability of
+// src/ud/rel.h (see uc.cc).
+#include "ud/ud_send.h"
+
+#include <cstring>
+
+namespace zv::ud {
+
+namespace {
+
+/// A put: RDMA WRITE with immediate data, acknowledged like any packet.
+/// 'copy': bytes the caller will copy into the descriptor's buffer.
+inline tx_desc *put_desc(ud_ep *ep, size_t length, size_t copy, uint64_t remote_addr,
+                         uct_rkey_t rkey)
+{
+    if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
+        return nullptr;
+    }
+    tx_desc *d = desc_get(ep, ud_hdr::data, copy);
+    if (__builtin_expect(d == nullptr, 0)) {
+        return nullptr;
+    }
+    d->opcode      = IBV_WR_RDMA_WRITE_WITH_IMM;
+    d->remote_addr = remote_addr;
+    d->rkey        = static_cast<uint32_t>(rkey);
+    d->num_sge     = 0;
+    return d;
+}
+
+ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
+                          uint64_t remote_addr, uct_rkey_t rkey)
+{
+    ud_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    tx_desc *d = put_desc(ep, length, length, remote_addr, rkey);
+    if (__builtin_expect(d == nullptr, 0)) {
+        return (length > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
+                                                          UCS_ERR_NO_RESOURCE;
+    }
+    std::memcpy(d->payload(), buffer, length);
+    d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()), length, d->buf->lkey};
+    send_desc(ep, d, length);
+    return UCS_OK;
+}
+
+ssize_t ep_put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
+                     uint64_t remote_addr, uct_rkey_t rkey)
+{
+    ud_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    tx_desc *d = put_desc(ep, 0, ep->iface->settings.max_write, remote_addr, rkey);
+    if (__builtin_expect(d == nullptr, 0)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    size_t length = pack_cb(d->payload(), arg);
+    if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
+        ucs_error("uc_zv: put_bcopy packed %zu bytes, more than the %u allowed", length,
+                  ep->iface->settings.max_write);
+        iface::buffer_pool::put(d->buf);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()),
+                            static_cast<uint32_t>(length), d->buf->lkey};
+    send_desc(ep, d, length);
+    return static_cast<ssize_t>(length);
+}
+
+ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
+                          uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    ud_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status != UCS_OK, 0)) {
+        return status;
+    }
+    if (__builtin_expect(iovcnt > max_sge, 0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    size_t total = iface::iov_total(iov, iovcnt);
+    tx_desc *d = put_desc(ep, total, 0, remote_addr, rkey);
+    if (__builtin_expect(d == nullptr, 0)) {
+        return (total > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
+                                                         UCS_ERR_NO_RESOURCE;
+    }
+    if (__builtin_expect(!add_iov(d, iov, iovcnt), 0)) {
+        iface::buffer_pool::put(d->buf);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    d->comp = comp;
+    ++ep->iface->tx_put_zcopy;
+    send_desc(ep, d, total);
+    return UCS_INPROGRESS;
+}
+
+} // namespace
+
+void fill_put_ops(uct_iface_ops_t *ops)
+{
+    ops->ep_put_short = ep_put_short;
+    ops->ep_put_bcopy = ep_put_bcopy;
+    ops->ep_put_zcopy = ep_put_zcopy;
+}
+
+} // namespace zv::ud

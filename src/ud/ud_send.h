@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The send path's inline helpers, for ud_ep.cc (active messages) and
+// uc_put.cc (uc_zv's puts).
+#ifndef ZV_UD_UD_SEND_H
+#define ZV_UD_UD_SEND_H
+
+#include "ud/ud_ep.h"
+
+#include <algorithm>
+
+namespace zv::ud {
+
+inline ucs_status_t check_tx(ud_ep *ep)
+{
+    ud_iface *iface = ep->iface;
+    if (__builtin_expect(ep->st != ud_ep::state::connected, 0)) {
+        return (ep->st == ud_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
+    }
+    if (__builtin_expect(ep->tx.window_full() || (ep->resend_next != nullptr) ||
+                         (iface->tx_outstanding >= iface->tx_limit), 0)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+/// A send descriptor with room for 'payload' bytes after the header.
+inline tx_desc *desc_get(ud_ep *ep, uint8_t type, size_t payload)
+{
+    iface::buffer *b = (payload <= small_payload) ? ep->iface->tx_small_pool.get() :
+                                                    ep->iface->tx_pool.get();
+    if (__builtin_expect(b == nullptr, 0)) {
+        ep->iface->tx_starved = true;
+        return nullptr;
+    }
+    auto *d      = reinterpret_cast<tx_desc *>(b->data());
+    d->ep        = ep;
+    d->comp      = nullptr;
+    d->buf       = b;
+    d->status    = UCS_OK;
+    d->in_flight = 0;
+    d->acked     = false;
+    d->num_sge   = 1;
+    d->opcode    = IBV_WR_SEND;
+    ud_hdr *h    = d->hdr();
+    h->dest      = ep->peer_conn;
+    h->ack_dest  = 0;
+    h->ack_psn   = 0;
+    h->type      = type;
+    h->am_id     = 0;
+    h->magic     = ud_hdr::magic_value;
+    return d;
+}
+
+/// The partner receive connection's ack rides along, if one is owed.
+inline void piggyback(ud_ep *ep, ud_hdr *h)
+{
+    rx_conn *c = ep->partner;
+    if ((c != nullptr) && c->rx.owes() && !c->rx.nak_due()) {
+        h->ack_dest = c->peer_ep;
+        h->ack_psn  = c->rx.ack_psn();
+        c->rx.acked();
+    }
+}
+
+/// Zero-copy: the user's registered memory becomes the packet's next sges.
+/// False if an entry has no memory handle.
+inline bool add_iov(tx_desc *d, const uct_iov_t *iov, size_t iovcnt)
+{
+    for (size_t i = 0; i < iovcnt; ++i) {
+        size_t n = iov[i].length * std::max<unsigned>(iov[i].count, 1);
+        if (n == 0) {
+            continue;
+        }
+        if (iov[i].memh == UCT_MEM_HANDLE_NULL) {
+            return false;
+        }
+        d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
+                                static_cast<uint32_t>(n), md::memh_lkey(iov[i].memh)};
+    }
+    return true;
+}
+
+/// Number the packet, keep it for retransmission, post it. A failed post
+/// leaves it in the window: the timer sends it again.
+void send_desc(ud_ep *ep, tx_desc *d, size_t len);
+
+} // namespace zv::ud
+
+#endif
