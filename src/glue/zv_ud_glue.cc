@@ -78,7 +78,8 @@ ucs_config_field_t zv_rel_config_table[] = {
      "Detection takes between TIMEOUT and TIMEOUT + RTO_MAX.\n"
      "ud_zv: a receive connection that hears nothing from its endpoint for this\n"
      "long probes it; one whose endpoint answers no probe for as long again\n"
-     "(its process is gone) is freed.",
+     "(its process is gone, or it does not progress) is freed. An endpoint that\n"
+     "was only silent finds it again, where it left it, when it next sends.",
      offsetof(zv_rel_config, timeout), UCS_CONFIG_TYPE_TIME},
 
     {"ACK_DELAY", "100us",

@@ -348,6 +348,25 @@ void ep_packet(ud_ep *ep, const ud_hdr &hdr, const char *body)
         ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
         break;
     }
+    case ud_hdr::rebind: {
+        // Our receive connection at the peer was reclaimed while we were
+        // silent and is back under a new id (ud_reclaim.cc): what is in
+        // the window goes again, to it.
+        crep_body b; // parse_packet() checked the length
+        std::memcpy(&b, body, sizeof(b));
+        if (ep->st != ud_ep::state::connected) {
+            ++iface->bad_rx;
+            return;
+        }
+        ep->peer_conn = b.conn_id;
+        for (rel::tx_pkt *p = ep->tx.head(); p != nullptr; p = p->next) {
+            reinterpret_cast<tx_desc *>(p)->hdr()->dest = b.conn_id;
+        }
+        if (ep->tx.nak(hdr.ack_psn, now, on_acked{ep})) {
+            resend_all(ep);
+        }
+        break;
+    }
     default:
         ++iface->bad_rx;
         return;

@@ -10,6 +10,7 @@
 #include "ud/rel.h"
 #include "verbs/qp.h"
 
+#include <deque>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -48,7 +49,10 @@ struct __attribute__((packed)) ud_hdr {
     enum : uint8_t {
         data = 1, ack = 2, nak = 3, creq = 4, crep = 5, disc = 6,
         probe = 7, ///< to an ud_ep: do you still exist? (probe_body)
-        alive = 8  ///< the answer, to its rx_conn (disc_body: the endpoint)
+        alive = 8, ///< the answer, to its rx_conn (disc_body: the endpoint)
+        /// to an ud_ep whose receive connection was reclaimed and is back:
+        /// it is now crep_body's conn_id; ack_psn: the last psn delivered
+        rebind = 9
     };
 
     uint32_t dest;     ///< id of the receiving object (see above)
@@ -239,6 +243,16 @@ struct rx_conn {
     uint16_t           seen_psn  = 0;     ///< rx.ack_psn() at the last scan
 };
 
+/// What is kept of a reclaimed receive connection, so that an endpoint that
+/// was only silent finds its stream where it left it (ud_reclaim.cc).
+struct grave {
+    iface::device_addr peer     = {};
+    uint32_t           peer_qpn = 0;
+    uint32_t           peer_ep  = 0;
+    uint16_t           last_psn = 0; ///< last psn delivered
+    uint32_t           now_id   = 0; ///< the connection it came back as (0: none)
+};
+
 /// The ud_zv interface. 'super' first: UCT casts uct_iface_h to it.
 struct ud_iface {
     iface::zv_iface          super;
@@ -297,6 +311,11 @@ struct ud_iface {
     ucs_time_t               next_scan   = 0; ///< ud_zv: of receive connections
     uint64_t                 reclaimed   = 0; ///< receive connections whose peer vanished
     uint64_t                 probed      = 0; ///< PROBEs sent
+    uint64_t                 revived     = 0; ///< reclaimed connections whose endpoint came back
+    /// Reclaimed receive connections by id, the oldest dropped beyond
+    /// max_graves (ud_reclaim.cc).
+    std::unordered_map<uint32_t, grave> graves;
+    std::deque<uint32_t>     grave_order;
     ucs_time_t               next_timer  = 0;
     ucs_time_t               timer_tick  = 0;
 
@@ -351,6 +370,16 @@ unsigned check_timers(ud_iface *iface, ucs_time_t now);
 /// ud_zv: probe receive connections that heard nothing for a peer timeout,
 /// free those whose endpoint did not answer for another (ud_reclaim.cc).
 void scan_conns(ud_iface *iface, ucs_time_t now);
+/// A new receive connection for endpoint peer_ep of the peer interface
+/// (dev, src_qp), expecting first_psn; null when refused (counted, logged).
+rx_conn *conn_new(ud_iface *iface, const iface::device_addr &dev, uint32_t src_qp,
+                  uint32_t peer_ep, rel::psn_t first_psn);
+/// Data for connection id, which is not there: if it was reclaimed, bring it
+/// back where it was and tell its endpoint (REBIND); else null.
+rx_conn *revive(ud_iface *iface, uint32_t id, uint32_t src_qp);
+/// A DISC for connection id, which is not there: true if it was reclaimed
+/// (what was kept of it, and what it came back as, are dropped).
+bool forget(ud_iface *iface, uint32_t id, uint32_t src_qp, uint32_t peer_ep);
 /// A PROBE for endpoint hdr.dest from src_qp: answer ALIVE if it is there.
 void answer_probe(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp, const char *body);
 void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,

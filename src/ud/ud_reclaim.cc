@@ -23,17 +23,24 @@ namespace zv::ud {
  * answers ALIVE, which ends the quiet. After two peer timeouts of quiet the
  * connection is freed.
  *
- * What this costs a peer that only does not progress: its connections
- * here are answered for by its progress, so one that neither sends here nor
- * progresses for two peer timeouts loses its receive connection, and its
- * next send fails at its own peer timeout. A peer that does not progress
- * for one peer timeout while this side sends to it already fails that way
- * today, on both sides (the README's "known limit").
+ * A peer that only did not progress (it computed) must not lose anything
+ * by this. So what the stream needs is kept of a freed connection, as a
+ * grave: the endpoint, and the last psn delivered (about 100 bytes; the
+ * oldest max_graves are kept). When data for a buried id arrives from its
+ * peer, the connection comes back under a new id, expecting the next psn,
+ * and its endpoint is told (REBIND: the new id, and the last psn delivered,
+ * which acknowledges everything up to it). The endpoint then sends its
+ * window again under the new id: nothing is lost, nothing delivered twice.
+ * Until the endpoint uses the new id, each packet for the old one is
+ * delivered to the new connection and answered with REBIND again. A peer
+ * whose grave was dropped (more than max_graves connections reclaimed
+ * since) fails at its own peer timeout.
  */
 
 namespace {
 
 constexpr unsigned scans_per_timeout = 4;
+constexpr size_t   max_graves        = 4096;
 
 void send_probe(ud_iface *iface, const rx_conn *c)
 {
@@ -45,6 +52,35 @@ void send_probe(ud_iface *iface, const rx_conn *c)
     iface->probed += (send_ctl(iface, iface->qp, c->ah, c->peer_qpn, h, &b, sizeof(b)) ==
                       UCS_OK);
     // (A full send queue or a lost packet: the next scan probes again.)
+}
+
+/// Keep what the stream of c needs, then free c.
+void bury(ud_iface *iface, rx_conn *c)
+{
+    grave g;
+    g.peer     = c->peer;
+    g.peer_qpn = c->peer_qpn;
+    g.peer_ep  = c->peer_ep;
+    g.last_psn = c->rx.ack_psn();
+    iface->graves[c->id] = g;
+    iface->grave_order.push_back(c->id);
+    while (iface->grave_order.size() > max_graves) {
+        iface->graves.erase(iface->grave_order.front());
+        iface->grave_order.pop_front();
+    }
+    conn_free(iface, c);
+}
+
+void send_rebind(ud_iface *iface, const rx_conn *c)
+{
+    ud_hdr h  = {};
+    h.dest    = c->peer_ep;
+    h.ack_psn = c->rx.ack_psn();
+    h.type    = ud_hdr::rebind;
+    h.magic   = ud_hdr::magic_value;
+    crep_body b{c->id};
+    (void)send_ctl(iface, iface->qp, c->ah, c->peer_qpn, h, &b, sizeof(b));
+    // (Lost or not sent: the endpoint's next packet for the old id asks again.)
 }
 
 } // namespace
@@ -76,8 +112,56 @@ void scan_conns(ud_iface *iface, ucs_time_t now)
         ++iface->reclaimed;
         ucs_debug("ud_zv: receive connection 0x%x: endpoint 0x%x of qp 0x%x answered no "
                   "probe within the peer timeout: freed", c->id, c->peer_ep, c->peer_qpn);
+        bury(iface, c);
+    }
+}
+
+rx_conn *revive(ud_iface *iface, uint32_t id, uint32_t src_qp)
+{
+    auto it = iface->graves.find(id);
+    if ((it == iface->graves.end()) || (it->second.peer_qpn != src_qp)) {
+        return nullptr;
+    }
+    const grave g = it->second;
+    rx_conn *c    = nullptr;
+    if (g.now_id != 0) {
+        c = iface->conns.find(g.now_id); // back already: the REBIND was lost
+        if ((c == nullptr) || (c->peer_qpn != src_qp) || (c->peer_ep != g.peer_ep)) {
+            iface->graves.erase(it); // (and reclaimed again since: its own grave holds it)
+            return nullptr;
+        }
+    } else {
+        c = conn_new(iface, g.peer, src_qp, g.peer_ep,
+                     static_cast<rel::psn_t>(g.last_psn + 1));
+        if (c == nullptr) {
+            return nullptr;
+        }
+        // conn_new() dropped the grave if it gave out the same id again.
+        auto again = iface->graves.find(id);
+        if (again != iface->graves.end()) {
+            again->second.now_id = c->id;
+        }
+        ++iface->revived;
+        ucs_debug("ud_zv: receive connection 0x%x of endpoint 0x%x (qp 0x%x) is back as 0x%x",
+                  id, g.peer_ep, src_qp, c->id);
+    }
+    send_rebind(iface, c);
+    return c;
+}
+
+bool forget(ud_iface *iface, uint32_t id, uint32_t src_qp, uint32_t peer_ep)
+{
+    auto it = iface->graves.find(id);
+    if ((it == iface->graves.end()) || (it->second.peer_qpn != src_qp) ||
+        (it->second.peer_ep != peer_ep)) {
+        return false;
+    }
+    rx_conn *c = (it->second.now_id != 0) ? iface->conns.find(it->second.now_id) : nullptr;
+    if ((c != nullptr) && (c->peer_qpn == src_qp) && (c->peer_ep == peer_ep)) {
         conn_free(iface, c);
     }
+    iface->graves.erase(it);
+    return true;
 }
 
 void answer_probe(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp, const char *body)

@@ -32,6 +32,57 @@ void release_rx(uct_recv_desc_t *self, void *desc)
     iface::buffer_pool::put(iface->rx_pool.from_data(data - iface->rx_offset - sizeof(ud_hdr)));
 }
 
+rx_conn *conn_new(ud_iface *iface, const iface::device_addr &dev, uint32_t src_qp,
+                  uint32_t peer_ep, rel::psn_t first_psn)
+{
+    if (iface->conns.full()) {
+        ++iface->bad_rx;
+        return nullptr;
+    }
+    auto peer = std::make_pair(gid_key(dev), src_qp);
+    auto pit  = iface->conns_per_peer.find(peer);
+    const unsigned limit = iface->super.settings.max_peer_conns;
+    if ((pit != iface->conns_per_peer.end()) && (pit->second >= limit)) {
+        ++iface->refused_conns;
+        if (!iface->warned_peer_limit) {
+            iface->warned_peer_limit = true;
+            ucs_warn("ud_zv: peer interface (qp 0x%x) asks for more than "
+                     "UCX_UD_ZV_MAX_PEER_CONNS=%u connections: refusing it (said once)",
+                     src_qp, limit);
+        }
+        return nullptr;
+    }
+    ibv_ah *ah;
+    if (ah_for(iface, dev, &ah) != UCS_OK) {
+        ++iface->bad_rx;
+        return nullptr;
+    }
+    auto *c = new (std::nothrow) rx_conn{};
+    if (c == nullptr) {
+        return nullptr;
+    }
+    c->id       = iface->conns.add(c);
+    iface->graves.erase(c->id); // (an id given out again: its old grave is stale)
+    ++iface->conns_per_peer[peer];
+    c->peer_ep  = peer_ep;
+    c->peer_qpn = src_qp;
+    c->peer     = dev;
+    c->ah       = ah;
+    c->rx.init(&iface->settings.rel, first_psn);
+    iface->conn_by_key.emplace(std::make_tuple(gid_key(dev), src_qp, peer_ep), c->id);
+    for (ud_ep *ep : iface->eps.slots()) {
+        if ((ep != nullptr) && (ep->partner == nullptr) && (ep->peer_qpn == src_qp) &&
+            (std::memcmp(ep->peer.gid, dev.gid, sizeof(dev.gid)) == 0)) {
+            ep->partner = c;
+            c->partner  = ep;
+            break;
+        }
+    }
+    ucs_debug("ud_zv: receive connection 0x%x for endpoint 0x%x of qp 0x%x", c->id, peer_ep,
+              src_qp);
+    return c;
+}
+
 namespace {
 
 rx_conn *conn_lookup(ud_iface *iface, uint32_t id, uint32_t src_qp)
@@ -63,50 +114,10 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
     if (it != iface->conn_by_key.end()) {
         c = iface->conns.find(it->second);
     } else {
-        if (iface->conns.full()) {
-            ++iface->bad_rx;
-            return;
-        }
-        auto peer = std::make_pair(gid_key(b.dev), src_qp);
-        auto pit  = iface->conns_per_peer.find(peer);
-        const unsigned limit = iface->super.settings.max_peer_conns;
-        if ((pit != iface->conns_per_peer.end()) && (pit->second >= limit)) {
-            ++iface->refused_conns;
-            if (!iface->warned_peer_limit) {
-                iface->warned_peer_limit = true;
-                ucs_warn("ud_zv: peer interface (qp 0x%x) asks for more than "
-                         "UCX_UD_ZV_MAX_PEER_CONNS=%u connections: refusing it (said once)",
-                         src_qp, limit);
-            }
-            return; // the peer's endpoint times out
-        }
-        ibv_ah *ah;
-        if (ah_for(iface, b.dev, &ah) != UCS_OK) {
-            ++iface->bad_rx;
-            return;
-        }
-        c = new (std::nothrow) rx_conn{};
+        c = conn_new(iface, b.dev, src_qp, peer_ep, 0);
         if (c == nullptr) {
-            return; // the peer retries
+            return; // counted and logged; the peer's endpoint retries or times out
         }
-        c->id       = iface->conns.add(c);
-        ++iface->conns_per_peer[peer];
-        c->peer_ep  = b.ep_id;
-        c->peer_qpn = src_qp;
-        c->peer     = b.dev;
-        c->ah       = ah;
-        c->rx.init(&iface->settings.rel);
-        iface->conn_by_key.emplace(key, c->id);
-        for (ud_ep *ep : iface->eps.slots()) {
-            if ((ep != nullptr) && (ep->partner == nullptr) && (ep->peer_qpn == src_qp) &&
-                (std::memcmp(ep->peer.gid, b.dev.gid, sizeof(b.dev.gid)) == 0)) {
-                ep->partner = c;
-                c->partner  = ep;
-                break;
-            }
-        }
-        ucs_debug("ud_zv: receive connection 0x%x for endpoint 0x%x of qp 0x%x",
-                  c->id, b.ep_id, src_qp);
     }
     (void)c->rx.on_data(hdr.psn, ucs_get_time());
     ud_hdr h   = {};
@@ -137,7 +148,8 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
     switch (hdr.type) {
     case ud_hdr::data: {
         rx_conn *c = conn_lookup(iface, hdr.dest, src_qp);
-        if (__builtin_expect(c == nullptr, 0)) {
+        if (__builtin_expect(c == nullptr, 0) &&
+            ((c = revive(iface, hdr.dest, src_qp)) == nullptr)) {
             ++iface->bad_rx;
             return false;
         }
@@ -152,11 +164,14 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
     case ud_hdr::disc: {
         rx_conn *c = conn_lookup(iface, hdr.dest, src_qp);
         disc_body d;
+        std::memcpy(&d, body, sizeof(d));
+        if ((c == nullptr) && forget(iface, hdr.dest, src_qp, d.ep_id)) {
+            return false; // the endpoint of a reclaimed connection is gone too
+        }
         if (c == nullptr) {
             ++iface->bad_rx;
             return false;
         }
-        std::memcpy(&d, body, sizeof(d));
         if (d.ep_id != c->peer_ep) {
             ++iface->bad_rx;
             return false;
@@ -181,6 +196,7 @@ bool handle_packet(ud_iface *iface, const char *pkt, size_t len, uint32_t src_qp
     case ud_hdr::ack:
     case ud_hdr::nak:
     case ud_hdr::crep:
+    case ud_hdr::rebind:
         handle_ep_packet(iface, hdr, src_qp, body, body_len);
         return false;
     default:

@@ -31,6 +31,7 @@ bool parse_hdr(const char *pkt, size_t len, parsed_pkt *out)
     case ud_hdr::creq:
         return out->body_len >= sizeof(creq_body);
     case ud_hdr::crep:
+    case ud_hdr::rebind:
         return out->body_len >= sizeof(crep_body);
     case ud_hdr::disc:
     case ud_hdr::alive:

@@ -8,6 +8,7 @@
 
 #include "ud/ud_iface.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -491,6 +492,65 @@ TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
     EXPECT_GE(took, 1.5); // probed after one TIMEOUT of silence, freed after two
     EXPECT_LE(took, 3.5);
     EXPECT_EQ(1u, di->reclaimed);
+    close_side(d);
+}
+
+/// Records the 8-byte header of each active message.
+struct value_sink {
+    std::vector<uint64_t> got;
+    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
+    {
+        uint64_t v = 0;
+        std::memcpy(&v, data, std::min(length, sizeof(v)));
+        static_cast<value_sink *>(arg)->got.push_back(v);
+        return UCS_OK;
+    }
+};
+
+TEST_P(ud_zv_only, a_peer_back_after_its_connection_was_reclaimed_loses_nothing)
+{
+    // As a rank that computes without progressing for longer than the
+    // receiver's reclaim time, with nothing outstanding: when it sends again
+    // its stream goes on where it left it, each message once and in order.
+    uct_side c, d;
+    open_side(c);
+    open_side(d, {{"TIMEOUT", "1s"}});
+    value_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, value_sink::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    auto send = [&](uint64_t v) {
+        return run_until({&c, &d}, [&] {
+            return uct_ep_am_short(ep, am_id, v, nullptr, 0) == UCS_OK;
+        }, 10);
+    };
+    for (uint64_t v = 0; v < 10; ++v) {
+        ASSERT_TRUE(send(v));
+    }
+    ASSERT_TRUE(run_until({&c, &d}, [&] {
+        return (sink.got.size() == 10) && (uct_ep_flush(ep, 0, nullptr) == UCS_OK);
+    }, 10));
+    ud::ud_iface *di = ud::to_ud(d.iface);
+    // c "computes": only d progresses, past its two TIMEOUTs of silence.
+    ASSERT_TRUE(run_until({&d}, [&] { return di->reclaimed == 1; }, 10))
+            << "the silent connection was not reclaimed";
+    EXPECT_EQ(0u, di->conns.count());
+    for (uint64_t v = 10; v < 20; ++v) {
+        ASSERT_TRUE(send(v));
+    }
+    EXPECT_TRUE(run_until({&c, &d}, [&] { return sink.got.size() >= 20; }, 10))
+            << "after the reclaim: " << sink.got.size() << " of 20 delivered";
+    EXPECT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 10));
+    run_until({&c, &d}, [] { return false; }, 0.2); // anything delivered twice shows now
+    std::vector<uint64_t> want(20);
+    for (uint64_t v = 0; v < 20; ++v) {
+        want[v] = v;
+    }
+    EXPECT_EQ(want, sink.got) << "each message once, in order";
+    EXPECT_EQ(1u, di->revived);
+    EXPECT_EQ(1u, di->conns.count());
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+    close_side(c);
     close_side(d);
 }
 

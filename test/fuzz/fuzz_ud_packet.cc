@@ -41,7 +41,8 @@ void check_accepted(const char *pkt, size_t size, size_t hdr_off, const parsed_p
         std::memcpy(&b, p.body, sizeof(b));
         break;
     }
-    case ud_hdr::crep: {
+    case ud_hdr::crep:
+    case ud_hdr::rebind: {
         crep_body b;
         ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
         std::memcpy(&b, p.body, sizeof(b));

@@ -37,6 +37,7 @@ write('ud_packet', 'creq', GRH + ud_hdr(0, 0, 0, 0, 4, 0) + struct.pack('<I', 0x
 write('ud_packet', 'crep', GRH + ud_hdr(0x00200002, 0, 0, 0, 5, 0) + struct.pack('<I', 0x00100001))
 write('ud_packet', 'disc', GRH + ud_hdr(0x00100001, 0, 9, 0, 6, 0) + struct.pack('<I', 0x00200002))
 write('ud_packet', 'probe', GRH + ud_hdr(0x00200002, 0, 0, 0, 7, 0) + struct.pack('<I', 0x00100001))
+write('ud_packet', 'rebind', GRH + ud_hdr(0x00200002, 0, 0, 41, 9, 0) + struct.pack('<I', 0x00300001))
 write('ud_packet', 'alive', GRH + ud_hdr(0x00100001, 0, 0, 0, 8, 0) + struct.pack('<I', 0x00200002))
 # uc_zv: the same header without GRH.
 write('ud_packet', 'uc_data', ud_hdr(0x00100001, 0, 7, 0, 1, 3) + b'payload!')
