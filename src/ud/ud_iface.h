@@ -356,6 +356,10 @@ ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d);
 /// with ah/qpn; uc: the connection's QP).
 ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
                       const ud_hdr &hdr, const void *body, size_t body_len);
+/// A control packet from receive connection c to its endpoint: 'type',
+/// ack_psn the last psn delivered, then 'body'.
+ucs_status_t send_to_ep(ud_iface *iface, const rx_conn *c, uint8_t type, const void *body,
+                        size_t body_len);
 /// A reliable packet (AM or, with am == false, a completed put) for 'c':
 /// the reliability verdict, then delivery. Returns true when UCP kept b.
 bool deliver_data(ud_iface *iface, rx_conn *c, const ud_hdr &hdr, const char *body,

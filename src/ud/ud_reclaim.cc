@@ -44,13 +44,8 @@ constexpr size_t   max_graves        = 4096;
 
 void send_probe(ud_iface *iface, const rx_conn *c)
 {
-    ud_hdr h  = {};
-    h.dest    = c->peer_ep;
-    h.type    = ud_hdr::probe;
-    h.magic   = ud_hdr::magic_value;
     probe_body b{c->id};
-    iface->probed += (send_ctl(iface, iface->qp, c->ah, c->peer_qpn, h, &b, sizeof(b)) ==
-                      UCS_OK);
+    iface->probed += (send_to_ep(iface, c, ud_hdr::probe, &b, sizeof(b)) == UCS_OK);
     // (A full send queue or a lost packet: the next scan probes again.)
 }
 
@@ -73,13 +68,8 @@ void bury(ud_iface *iface, rx_conn *c)
 
 void send_rebind(ud_iface *iface, const rx_conn *c)
 {
-    ud_hdr h  = {};
-    h.dest    = c->peer_ep;
-    h.ack_psn = c->rx.ack_psn();
-    h.type    = ud_hdr::rebind;
-    h.magic   = ud_hdr::magic_value;
     crep_body b{c->id};
-    (void)send_ctl(iface, iface->qp, c->ah, c->peer_qpn, h, &b, sizeof(b));
+    (void)send_to_ep(iface, c, ud_hdr::rebind, &b, sizeof(b));
     // (Lost or not sent: the endpoint's next packet for the old id asks again.)
 }
 

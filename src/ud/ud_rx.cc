@@ -120,13 +120,8 @@ void handle_creq(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
         }
     }
     (void)c->rx.on_data(hdr.psn, ucs_get_time());
-    ud_hdr h   = {};
-    h.dest     = c->peer_ep;
-    h.ack_psn  = c->rx.ack_psn();
-    h.type     = ud_hdr::crep;
-    h.magic    = ud_hdr::magic_value;
     crep_body r{c->id};
-    if (send_ctl(iface, iface->qp, c->ah, c->peer_qpn, h, &r, sizeof(r)) == UCS_OK) {
+    if (send_to_ep(iface, c, ud_hdr::crep, &r, sizeof(r)) == UCS_OK) {
         c->rx.acked();
     }
     // Otherwise the CREQ comes again and is answered then.
@@ -269,13 +264,7 @@ void send_acks(ud_iface *iface, ucs_time_t now)
         }
         bool nak = c->rx.nak_due();
         if (nak || c->rx.ack_due(now)) {
-            ud_hdr h  = {};
-            h.dest    = c->peer_ep;
-            h.ack_psn = c->rx.ack_psn();
-            h.type    = nak ? ud_hdr::nak : ud_hdr::ack;
-            h.magic   = ud_hdr::magic_value;
-            if (send_ctl(iface, iface->uc ? c->qp : iface->qp, c->ah, c->peer_qpn, h,
-                         nullptr, 0) != UCS_OK) {
+            if (send_to_ep(iface, c, nak ? ud_hdr::nak : ud_hdr::ack, nullptr, 0) != UCS_OK) {
                 return; // send queue full: next time
             }
             c->rx.acked();

@@ -97,6 +97,18 @@ ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
     return UCS_OK;
 }
 
+ucs_status_t send_to_ep(ud_iface *iface, const rx_conn *c, uint8_t type, const void *body,
+                        size_t body_len)
+{
+    ud_hdr h  = {};
+    h.dest    = c->peer_ep;
+    h.ack_psn = c->rx.ack_psn();
+    h.type    = type;
+    h.magic   = ud_hdr::magic_value;
+    return send_ctl(iface, iface->uc ? c->qp : iface->qp, c->ah, c->peer_qpn, h, body,
+                    body_len);
+}
+
 ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p)
 {
     std::vector<uint8_t> key = gid_key(peer);

@@ -66,16 +66,7 @@ protected:
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, sink::handler, &m_at_b, 0));
     }
 
-    struct sink {
-        std::vector<uint64_t> got;
-        static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
-        {
-            uint64_t v = 0;
-            std::memcpy(&v, data, std::min(length, sizeof(v)));
-            static_cast<sink *>(arg)->got.push_back(v);
-            return UCS_OK;
-        }
-    };
+    using sink = am_values;
 
     /// Wait until ep can send (connected).
     void wait_connected(uct_ep_h ep)

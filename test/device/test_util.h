@@ -73,6 +73,18 @@ struct counting_comp {
     }
 };
 
+/// An active-message handler that keeps the first 8 bytes of each message.
+struct am_values {
+    std::vector<uint64_t> got;
+    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
+    {
+        uint64_t v = 0;
+        std::memcpy(&v, data, (length < sizeof(v)) ? length : sizeof(v));
+        static_cast<am_values *>(arg)->got.push_back(v);
+        return UCS_OK;
+    }
+};
+
 } // namespace zv::test
 
 #endif

@@ -402,20 +402,10 @@ TEST_P(ud_zv, unanswered_connection_request_times_out)
     close_side(c);
 }
 
-/// Counts active messages.
-struct count_sink {
-    unsigned count = 0;
-    static ucs_status_t handler(void *arg, void *, size_t, unsigned)
-    {
-        ++static_cast<count_sink *>(arg)->count;
-        return UCS_OK;
-    }
-};
-
 /// Send n active messages on ep and wait until 'to' counted them.
-bool deliver(uct_ep_h ep, unsigned n, count_sink &to, std::vector<uct_side *> sides)
+bool deliver(uct_ep_h ep, unsigned n, am_values &to, std::vector<uct_side *> sides)
 {
-    const unsigned want = to.count + n;
+    const size_t want = to.got.size() + n;
     for (unsigned i = 0; i < n;) {
         ucs_status_t st = uct_ep_am_short(ep, am_id, i, nullptr, 0);
         if (st == UCS_OK) {
@@ -430,7 +420,7 @@ bool deliver(uct_ep_h ep, unsigned n, count_sink &to, std::vector<uct_side *> si
         }
     }
     auto start = std::chrono::steady_clock::now();
-    while (to.count < want) {
+    while (to.got.size() < want) {
         for (uct_side *s : sides) {
             uct_worker_progress(s->worker);
         }
@@ -438,7 +428,7 @@ bool deliver(uct_ep_h ep, unsigned n, count_sink &to, std::vector<uct_side *> si
             return false;
         }
     }
-    return to.count == want;
+    return to.got.size() == want;
 }
 
 TEST_P(ud_zv, an_idle_peer_that_progresses_keeps_its_connection)
@@ -450,12 +440,12 @@ TEST_P(ud_zv, an_idle_peer_that_progresses_keeps_its_connection)
     uct_side c, d;
     open_side(c, {{t, "1s"}});
     open_side(d, {{t, "1s"}});
-    count_sink sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, count_sink::handler, &sink, 0));
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
     uct_ep_h ep = create_ep(c, d);
     ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
     run_until({&c, &d}, [] { return false; }, 4.0); // four TIMEOUTs of silence
-    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d})) << "after 4 s idle: " << sink.count;
+    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d})) << "after 4 s idle: " << sink.got.size();
     EXPECT_EQ(0u, s_ep_errors);
     ud::ud_iface *di = ud::to_ud(d.iface);
     EXPECT_EQ(0u, di->reclaimed + di->conn.reclaimed());
@@ -477,8 +467,8 @@ TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
     uct_side c, d;
     open_side(c);
     open_side(d, {{"TIMEOUT", "1s"}});
-    count_sink sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, count_sink::handler, &sink, 0));
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
     uct_ep_h ep = create_ep(c, d);
     ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
     ud::ud_iface *di = ud::to_ud(d.iface);
@@ -495,18 +485,6 @@ TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
     close_side(d);
 }
 
-/// Records the 8-byte header of each active message.
-struct value_sink {
-    std::vector<uint64_t> got;
-    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
-    {
-        uint64_t v = 0;
-        std::memcpy(&v, data, std::min(length, sizeof(v)));
-        static_cast<value_sink *>(arg)->got.push_back(v);
-        return UCS_OK;
-    }
-};
-
 TEST_P(ud_zv_only, a_peer_back_after_its_connection_was_reclaimed_loses_nothing)
 {
     // As a rank that computes without progressing for longer than the
@@ -515,8 +493,8 @@ TEST_P(ud_zv_only, a_peer_back_after_its_connection_was_reclaimed_loses_nothing)
     uct_side c, d;
     open_side(c);
     open_side(d, {{"TIMEOUT", "1s"}});
-    value_sink sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, value_sink::handler, &sink, 0));
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
     uct_ep_h ep = create_ep(c, d);
     auto send = [&](uint64_t v) {
         return run_until({&c, &d}, [&] {
