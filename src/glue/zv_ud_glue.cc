@@ -3,6 +3,7 @@
 // sharing the reliability settings) and transport descriptors.
 #include "glue/zv_glue.h"
 #include "md/zv_md.h"
+#include "uc/uc_iface.h"
 #include "ud/ud_iface.h"
 
 #include <ucs/config/parser.h>
@@ -182,7 +183,7 @@ bool bad_rate(double p) { return !((p >= 0) && (p <= 1)); }
 
 /// Settings and range checks shared by both transports; prefix names them.
 ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
-                          zv::ud::ud_settings *s)
+                          zv::rd::rd_settings *s)
 {
     s->common.rx_queue_len = c.rx_queue_len;
     s->common.tx_queue_len = c.tx_queue_len;
@@ -236,7 +237,7 @@ ucs_status_t zv_ud_iface_open(uct_md_h md, uct_worker_h worker,
                               uct_iface_h *iface_p)
 {
     const auto *config = reinterpret_cast<const zv_ud_iface_config *>(uct_config);
-    zv::ud::ud_settings s;
+    zv::rd::rd_settings s;
     ucs_status_t status = rel_settings(config->rel, "UCX_UD_ZV_", &s);
     if (status != UCS_OK) {
         return status;
@@ -250,12 +251,11 @@ ucs_status_t zv_uc_iface_open(uct_md_h md, uct_worker_h worker,
                               uct_iface_h *iface_p)
 {
     const auto *config = reinterpret_cast<const zv_uc_iface_config *>(uct_config);
-    zv::ud::ud_settings s;
-    ucs_status_t status = rel_settings(config->rel, "UCX_UC_ZV_", &s);
+    zv::uc::uc_settings s;
+    ucs_status_t status = rel_settings(config->rel, "UCX_UC_ZV_", &s.rd);
     if (status != UCS_OK) {
         return status;
     }
-    s.uc           = true;
     s.seg_size     = static_cast<unsigned>(config->seg_size);
     s.max_write    = static_cast<unsigned>(config->max_write);
     s.conn_timeout = config->conn_timeout;
@@ -269,10 +269,10 @@ ucs_status_t zv_uc_iface_open(uct_md_h md, uct_worker_h worker,
     if (status != UCS_OK) {
         return status;
     }
-    s.common.rx_queue_len = zv::glue::srq_queue_len(md, s.common.rx_queue_len,
-                                                    "UCX_UC_ZV_RX_QUEUE_LEN");
-    s.rx_batch            = std::min(s.rx_batch, s.common.rx_queue_len);
-    return zv::ud::iface_open(md, worker, params, uct_config, s, iface_p);
+    s.rd.common.rx_queue_len = zv::glue::srq_queue_len(md, s.rd.common.rx_queue_len,
+                                                       "UCX_UC_ZV_RX_QUEUE_LEN");
+    s.rd.rx_batch            = std::min(s.rd.rx_batch, s.rd.common.rx_queue_len);
+    return zv::uc::iface_open(md, worker, params, uct_config, s, iface_p);
 }
 
 uct_tl_t ud_zv_tl = {

@@ -18,22 +18,45 @@ constexpr unsigned grh_len    = 40;
 
 conn_manager::~conn_manager()
 {
+    shutdown();
+}
+
+void conn_manager::shutdown()
+{
     for (auto &c : m_channels) {
         verbs::destroy_qp(c.second.qp);
     }
+    m_channels.clear();
     verbs::destroy_qp(m_qp);
+    m_qp = nullptr;
     for (auto &a : m_ahs) {
         if (ibv_destroy_ah(a.second) != 0) {
             ucs_warn("ibv_destroy_ah() failed: %m");
         }
     }
+    m_ahs.clear();
     if ((m_cq != nullptr) && (ibv_destroy_cq(m_cq) != 0)) {
         ucs_warn("ibv_destroy_cq(connection cq) failed: %m");
     }
+    m_cq = nullptr;
     if ((m_rx_mr != nullptr) && (ibv_dereg_mr(m_rx_mr) != 0)) {
         ucs_warn("ibv_dereg_mr(connection buffers) failed: %m");
     }
+    m_rx_mr = nullptr;
     std::free(m_rx_mem);
+    m_rx_mem = nullptr;
+    m_connecting.clear();
+    m_closing.clear();
+    m_idle.clear();
+    m_by_remote.clear();
+    m_unused.clear();
+    m_per_peer.clear();
+    m_in_flight.clear();
+    m_queued.clear();
+    m_tx_outstanding = 0;
+    m_rx_posted      = 0;
+    m_probes         = 0;
+    m_stash_count    = 0;
 }
 
 ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,

@@ -135,6 +135,11 @@ public:
                                     ibv_comp_channel *channel, const char *limit_var,
                                     bool share);
 
+    /// Destroy every QP (no callbacks), the UD QP and its buffers; what
+    /// init() made. The counters stay, for the close log. The interface
+    /// calls it before it destroys the SRQ and CQs the QPs use.
+    void shutdown();
+
     ibv_cq *cq() const { return m_cq; }
     /// Poll completions into a stash for the next progress(); true if any.
     bool peek();

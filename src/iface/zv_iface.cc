@@ -11,7 +11,7 @@
 
 namespace zv::iface {
 
-ucs_status_t init(zv_iface *iface, uct_iface_ops_t *ops,
+ucs_status_t init(zv_iface *iface, const uct_iface_ops_t *ops,
                   uct_iface_internal_ops_t *internal_ops, uct_md_h md,
                   uct_worker_h worker, const uct_iface_params_t *params,
                   const uct_iface_config_t *config, const iface_settings &settings)
@@ -33,10 +33,13 @@ ucs_status_t init(zv_iface *iface, uct_iface_ops_t *ops,
     // UCX's class initialiser for the base struct: called directly, since
     // our objects are not built through UCS_CLASS_NEW (see layout_check.h
     // for why the layouts are known to agree).
+    // It copies the ops (a constant table here) into the interface.
     int init_count      = 1;
     ucs_status_t status = uct_base_iface_t_init(&iface->super,
                                                 &uct_base_iface_t_class,
-                                                &init_count, ops, internal_ops,
+                                                &init_count,
+                                                const_cast<uct_iface_ops_t *>(ops),
+                                                internal_ops,
                                                 md, worker, params, config);
     if (status != UCS_OK) {
         return status;

@@ -103,7 +103,7 @@ struct zv_iface {
 
 /// Initialise the UCX base interface inside 'iface' and bind it to the
 /// port named by params. On failure nothing needs cleanup.
-[[nodiscard]] ucs_status_t init(zv_iface *iface, uct_iface_ops_t *ops,
+[[nodiscard]] ucs_status_t init(zv_iface *iface, const uct_iface_ops_t *ops,
                                 uct_iface_internal_ops_t *internal_ops,
                                 uct_md_h md, uct_worker_h worker,
                                 const uct_iface_params_t *params,

@@ -31,37 +31,11 @@ void release_rx(uct_recv_desc_t *self, void *desc)
     iface::buffer_pool::put(b);
 }
 
-void post_rx(rc_iface *iface, unsigned count)
-{
-    ibv_recv_wr wrs[64];
-    ibv_sge     sges[64];
-    while (count > 0) {
-        unsigned n = iface->rx_pool.fill_recv_wrs(wrs, sges, std::min(count, 64u));
-        if (n == 0) {
-            return; // pool exhausted; retried on the next progress
-        }
-        ibv_recv_wr *bad;
-        int ret = ibv_post_srq_recv(iface->srq, wrs, &bad);
-        if (ret != 0) {
-            ucs_error("%s: ibv_post_srq_recv() failed: %s",
-                      iface->super.md->dev.name().c_str(), strerror(ret));
-            for (ibv_recv_wr *w = bad; w != nullptr; w = w->next) {
-                iface::buffer_pool::put(reinterpret_cast<iface::buffer *>(w->wr_id));
-                --n;
-            }
-            iface->rx_posted += n;
-            return;
-        }
-        iface->rx_posted += n;
-        count -= n;
-    }
-}
-
 void handle_rx(rc_iface *iface, const ibv_wc *wc, int n)
 {
     for (int i = 0; i < n; ++i) {
         auto *b = reinterpret_cast<iface::buffer *>(wc[i].wr_id);
-        --iface->rx_posted;
+        iface->rx_ring.consumed();
         uint8_t am_id;
         if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
             if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
@@ -98,10 +72,7 @@ unsigned poll_rx(rc_iface *iface)
     ibv_wc wc[rx_poll_batch];
     int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
     handle_rx(iface, wc, n);
-    unsigned missing = iface->super.settings.rx_queue_len - iface->rx_posted;
-    if (missing >= iface->settings.rx_batch) {
-        post_rx(iface, missing);
-    }
+    iface->rx_ring.refill();
     return static_cast<unsigned>(n > 0 ? n : 0);
 }
 
@@ -187,7 +158,7 @@ void refill_srq(rc_iface *iface)
     unsigned rounds = iface->super.settings.rx_queue_len / rx_poll_batch + 1;
     while ((rounds-- > 0) && (poll_rx(iface) == rx_poll_batch)) {
     }
-    post_rx(iface, iface->super.settings.rx_queue_len - iface->rx_posted);
+    iface->rx_ring.top_up();
     arm_srq_limit(iface);
 }
 
@@ -212,8 +183,7 @@ void destroy_resources(rc_iface *iface)
                   iface->conn.spoofed(), iface->conn.refused(), iface->conn.reclaimed(),
                   iface->conn.resets());
     }
-    iface->conn.~conn_manager();
-    new (&iface->conn) iface::conn_manager();
+    iface->conn.shutdown();
     if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
         ucs_warn("%s: ibv_destroy_srq() failed: %m", dev);
     }
@@ -474,7 +444,7 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     }
     if (status == UCS_OK) {
         // Send buffers first: receive buffers take what locked memory is
-        // left (see post_rx below).
+        // left (see the ring's fill below).
         status = iface->tx_pool.reserve();
     }
     if (status != UCS_OK) {
@@ -508,16 +478,13 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     if (status != UCS_OK) {
         return status;
     }
-    post_rx(iface, s.common.rx_queue_len);
-    if (iface->rx_posted == 0) {
-        ucs_error("%s: could not post any receive buffer", name);
-        return UCS_ERR_NO_MEMORY;
+    iface->rx_ring.init(&iface->rx_pool, iface->srq, nullptr, s.common.rx_queue_len,
+                        s.rx_batch);
+    status = iface->rx_ring.fill(name, "rc_zv", "UCX_RC_ZV_RX_QUEUE_LEN");
+    if (status != UCS_OK) {
+        return status;
     }
     arm_srq_limit(iface);
-    if (iface->rx_posted < s.common.rx_queue_len) {
-        ucs_warn("%s: rc_zv: %u of UCX_RC_ZV_RX_QUEUE_LEN=%u receive buffers posted", name,
-                 iface->rx_posted, s.common.rx_queue_len);
-    }
     return UCS_OK;
 }
 
@@ -633,7 +600,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
     iface::watch_events(&iface->super, handle_event);
     ucs_debug("%s:%u: rc_zv iface %p: srq %u buffers of %u bytes, max inline %u, "
               "connection qp 0x%x", zmd->dev.name().c_str(), iface->super.port->port_num,
-              iface, iface->rx_posted, settings.seg_size, iface->max_inline,
+              iface, iface->rx_ring.posted(), settings.seg_size, iface->max_inline,
               iface->conn.ud_qpn());
     *iface_p = &iface->super.super.super;
     return UCS_OK;

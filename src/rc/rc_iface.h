@@ -5,6 +5,7 @@
 
 #include "iface/buffer_pool.h"
 #include "iface/conn.h"
+#include "iface/rx_ring.h"
 #include "iface/zv_iface.h"
 #include "verbs/qp.h"
 
@@ -62,7 +63,7 @@ struct rc_iface {
     iface::buffer_pool      rx_pool;
     iface::buffer_pool      tx_pool;
     iface::release_desc     release_desc;
-    unsigned                rx_posted = 0;
+    iface::rx_ring          rx_ring;
     unsigned                max_inline = 0;    ///< granted by the device
     unsigned                tx_outstanding = 0; ///< WRs posted, not completed
     /// What sends may take of the send CQ: TX_CQ_LEN less a reserve for

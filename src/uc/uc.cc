@@ -1,32 +1,34 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// uc_zv: Unreliable Connected queue pairs under ud_zv's software reliability.
-#include "ud/ud_ep.h"
+// uc_zv: the reliable-datagram core on Unreliable Connected queue pairs.
+#include "uc/uc_iface.h"
 
 #include <ucs/debug/log_def.h>
 
 #include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
-namespace zv::ud {
+namespace zv::uc {
 
 /*
- * uc_zv is ud_zv's reliability (src/ud/rel.h: sequence numbers, window,
- * acks, retransmission, peer timeout) carried by UC queue pairs instead of
- * one UD queue pair per interface. Connections are set up by the
+ * uc_zv is the reliable-datagram core (src/rd: sequence numbers, window,
+ * acks, retransmission, peer timeout) carried by UC queue pairs. Connections are set up by the
  * connection manager rc_zv uses (src/iface/conn.h), with one QP for both
  * directions: the passive UC QP the peer's request creates here is adopted
  * by the first endpoint of ours towards that peer, as in rc_zv.
  *
  * So every connected QP carries up to two one-way streams, each with its
- * own reliability state: an endpoint's (ud_ep: its sends, and the acks for
+ * own reliability state: an endpoint's (rd_ep: its sends, and the acks for
  * them that come back) and a receive connection's (rx_conn: the peer's
  * sends, and the acks that go back). Every connected QP has a receive
  * connection from the moment it is connected; an endpoint is added when
  * one of ours uses it. A packet goes by its type: DATA and puts to the QP's
  * receive connection, ACK and NAK to its endpoint.
  *
- * Active messages are SENDs with ud_hdr in front. A put is an RDMA WRITE
+ * Active messages are SENDs with rd_hdr in front. A put is an RDMA WRITE
  * with immediate data: UC drops a message that lost any packet, and the
  * immediate's receive completion exists only for a message that arrived
  * whole, so that completion (carrying the psn) is the put's reliable
@@ -37,24 +39,23 @@ namespace zv::ud {
 
 namespace {
 
-uct_iface_query_func_t ud_query = nullptr;
-
 constexpr int qp_access = IBV_ACCESS_REMOTE_WRITE; // the peer's puts
 
 /// A UC queue pair on the interface's CQs and SRQ; *max_inline (optional)
 /// is what the device granted.
-ucs_status_t create_uc_qp(ud_iface *iface, ibv_qp **qp_p, unsigned *max_inline = nullptr)
+ucs_status_t create_uc_qp(uc_iface *iface, ibv_qp **qp_p, unsigned *max_inline = nullptr)
 {
+    const rd_iface *rd = &iface->super;
     verbs::connected_qp_params p;
     p.type         = IBV_QPT_UC;
-    p.max_send_wr  = iface->super.settings.tx_queue_len;
+    p.max_send_wr  = rd->super.settings.tx_queue_len;
     p.max_send_sge = max_sge;
-    p.max_inline   = iface->settings.max_inline;
-    p.send_cq      = iface->send_cq;
-    p.recv_cq      = iface->recv_cq;
+    p.max_inline   = rd->settings.max_inline;
+    p.send_cq      = rd->send_cq;
+    p.recv_cq      = rd->recv_cq;
     p.srq          = iface->srq;
     unsigned inl;
-    return verbs::create_connected_qp(iface->super.md->dev, p, qp_p,
+    return verbs::create_connected_qp(rd->super.md->dev, p, qp_p,
                                       (max_inline != nullptr) ? max_inline : &inl);
 }
 
@@ -62,32 +63,30 @@ ucs_status_t create_uc_qp(ud_iface *iface, ibv_qp **qp_p, unsigned *max_inline =
 
 void qp_released(void *arg, ibv_qp *qp)
 {
-    auto *iface = static_cast<ud_iface *>(arg);
+    auto *iface = static_cast<uc_iface *>(arg);
     auto it     = iface->conn_by_qp.find(qp->qp_num);
     if (it != iface->conn_by_qp.end()) {
         rx_conn *c = it->second;
         iface->conn_by_qp.erase(it);
-        conn_free(iface, c);
+        conn_free(&iface->super, c);
     }
 }
 
 /// The receive connection of a connected QP (the peer's sends on it).
-ucs_status_t add_rx_conn(ud_iface *iface, ibv_qp *qp, uint32_t peer_qpn)
+ucs_status_t add_rx_conn(uc_iface *iface, ibv_qp *qp, uint32_t peer_qpn)
 {
     if (iface->conn_by_qp.count(qp->qp_num) != 0) {
         return UCS_OK;
     }
-    if (iface->conns.full()) {
+    if (iface->super.conns.full()) {
         return UCS_ERR_EXCEEDS_LIMIT;
     }
-    auto *c = new (std::nothrow) rx_conn{};
+    rx_conn *c = conn_alloc(&iface->super, 0);
     if (c == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
     c->qp       = qp;
     c->peer_qpn = peer_qpn;
-    c->rx.init(&iface->settings.rel);
-    c->id = iface->conns.add(c);
     iface->conn_by_qp[qp->qp_num] = c;
     return UCS_OK;
 }
@@ -95,8 +94,8 @@ ucs_status_t add_rx_conn(ud_iface *iface, ibv_qp *qp, uint32_t peer_qpn)
 ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
                            uint32_t peer_qpn)
 {
-    auto *iface         = static_cast<ud_iface *>(arg);
-    ucs_status_t status = verbs::connect_qp(qp, *iface->super.port, peer, peer_qpn,
+    auto *iface         = static_cast<uc_iface *>(arg);
+    ucs_status_t status = verbs::connect_qp(qp, *iface->super.super.port, peer, peer_qpn,
                                             qp_access, verbs::rc_timing{});
     return (status == UCS_OK) ? add_rx_conn(iface, qp, peer_qpn) : status;
 }
@@ -104,7 +103,7 @@ ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t peer_qpn,
                             ibv_qp **qp_p)
 {
-    auto *iface = static_cast<ud_iface *>(arg);
+    auto *iface = static_cast<uc_iface *>(arg);
     ibv_qp *qp;
     ucs_status_t status = create_uc_qp(iface, &qp);
     if (status != UCS_OK) {
@@ -122,23 +121,17 @@ ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t 
 
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 {
-    auto *iface = static_cast<ud_iface *>(arg);
-    ud_ep *ep   = iface->eps.find(conn_id);
-    if ((ep == nullptr) || (ep->st != ud_ep::state::connecting)) {
+    rd_ep *ep = static_cast<uc_iface *>(arg)->super.eps.find(conn_id);
+    if ((ep == nullptr) || (ep->st != rd_ep::state::connecting)) {
         return;
     }
-    ep->st        = ud_ep::state::connected;
     ep->peer_conn = peer_qpn; // also says "the QP left RESET"
-    if (!ep->pending.empty() && !ep->on_pending) {
-        ep->on_pending     = true;
-        ep->pending_next   = iface->pending_eps;
-        iface->pending_eps = ep;
-    }
+    ep_connected(ep);
 }
 
 void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const char *why)
 {
-    ud_ep *ep = static_cast<ud_iface *>(arg)->eps.find(conn_id);
+    rd_ep *ep = static_cast<uc_iface *>(arg)->super.eps.find(conn_id);
     if (ep != nullptr) {
         ep_fail(ep, status, why);
     }
@@ -146,14 +139,14 @@ void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const c
 
 // ---------------------------------------------------------------- endpoint
 
-ucs_status_t uc_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
+ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
-    ud_ep *ep;
+    rd_ep *ep;
     ucs_status_t status = ep_new(params, &ep);
     if (status != UCS_OK) {
         return status;
     }
-    ud_iface *iface = ep->iface;
+    uc_iface *iface = to_uc(ep->iface);
     // The QP the peer connected here for an endpoint of its own, if one is
     // unused: both directions then share it.
     ep->qp = iface->conn.claim(ep->peer, ep->peer_qpn);
@@ -176,26 +169,123 @@ ucs_status_t uc_ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     return UCS_OK;
 }
 
-void uc_ep_destroy(uct_ep_h uct_ep)
+void ep_destroy(uct_ep_h uct_ep)
 {
-    ud_ep *ep       = to_ep(uct_ep);
-    ud_iface *iface = ep->iface;
-    iface->ep_by_qp.erase(ep->qp->qp_num);
+    rd_ep *ep = to_ep(uct_ep);
+    to_uc(ep->iface)->ep_by_qp.erase(ep->qp->qp_num);
     // Not flushed: the peer may still send on the QP (its receive
     // connection here stays). Every send is signaled, so the endpoint's
     // descriptors are released by their completions, and the QP goes back
-    // to the connection manager with the endpoint (ep_free), which closes
+    // to the connection manager with the endpoint (ep_freed), which closes
     // it with the peer.
     ep_release(ep);
 }
 
-ucs_status_t uc_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
+/// The connection manager closes the endpoint's QP with the peer.
+void ep_freed(rd_ep *ep)
 {
-    ucs_status_t status = ud_query(uct_iface, attr);
+    to_uc(ep->iface)->conn.release(ep->qp);
+}
+
+// ---------------------------------------------------------------- receive, errors
+
+bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b)
+{
+    uc_iface *iface = to_uc(rd);
+    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        uint16_t psn;
+        auto it = iface->conn_by_qp.find(wc.qp_num);
+        if (!decode_put_imm(ntohl(wc.imm_data), &psn) || (it == iface->conn_by_qp.end())) {
+            ++rd->bad_rx;
+            return false;
+        }
+        rd_hdr h = {};
+        h.psn    = psn;
+        ++rd->rx_puts;
+        return deliver_data(rd, it->second, h, nullptr, 0, b, false);
+    }
+    parsed_pkt p;
+    if ((wc.opcode != IBV_WC_RECV) || (wc.wc_flags & IBV_WC_WITH_IMM) ||
+        !parse_hdr(pkt, wc.byte_len, &p)) {
+        ++rd->bad_rx;
+        return false;
+    }
+    switch (p.hdr.type) {
+    case rd_hdr::data: {
+        auto it = iface->conn_by_qp.find(wc.qp_num);
+        if (it == iface->conn_by_qp.end()) {
+            ++rd->bad_rx;
+            return false;
+        }
+        return deliver_data(rd, it->second, p.hdr, p.body, p.body_len, b, true);
+    }
+    case rd_hdr::ack:
+    case rd_hdr::nak: {
+        auto it = iface->ep_by_qp.find(wc.qp_num);
+        if ((it == iface->ep_by_qp.end()) ||
+            (it->second->st != rd_ep::state::connected)) {
+            ++rd->bad_rx;
+            return false;
+        }
+        ep_packet(it->second, p.hdr, p.body);
+        return false;
+    }
+    default:
+        ++rd->bad_rx; // no CREQ/CREP/DISC on connected queue pairs
+        return false;
+    }
+}
+
+/// The endpoint whose QP failed fails (a UC QP is not reset under a live
+/// peer connection).
+void fail_qp(uc_iface *iface, uint32_t qpn, const char *why)
+{
+    auto it = iface->ep_by_qp.find(qpn);
+    if ((it != iface->ep_by_qp.end()) && (it->second->st != rd_ep::state::failed)) {
+        ep_fail(it->second, UCS_ERR_IO_ERROR, why);
+    }
+}
+
+void wc_error(rd_iface *rd, const ibv_wc &wc)
+{
+    char why[96];
+    snprintf(why, sizeof(why), "send completion with error: %s",
+             ibv_wc_status_str(wc.status));
+    fail_qp(to_uc(rd), wc.qp_num, why);
+}
+
+void qp_fatal(rd_iface *rd, uint32_t qpn)
+{
+    fail_qp(to_uc(rd), qpn, "its qp failed");
+}
+
+// ---------------------------------------------------------------- interface
+
+unsigned progress(uct_iface_h uct_iface)
+{
+    uc_iface *iface = to_uc(uct_iface);
+    unsigned count  = progress_begin(&iface->super);
+    // Connection traffic is rare: every 32nd call, or while connecting.
+    if (iface->conn.busy() || ((++iface->super.progress_count & 31) == 0)) {
+        count += iface->conn.progress();
+    }
+    progress_end(&iface->super);
+    return count;
+}
+
+void progress_enable(uct_iface_h iface, unsigned flags)
+{
+    uct_base_iface_progress_enable_cb(&to_uc(iface)->super.super.super,
+                                      reinterpret_cast<ucs_callback_t>(progress), flags);
+}
+
+ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
+{
+    ucs_status_t status = rd::iface_query(uct_iface, attr);
     if (status != UCS_OK) {
         return status;
     }
-    ud_iface *iface       = to_ud(uct_iface);
+    uc_iface *iface       = to_uc(uct_iface);
     const unsigned write  = iface->settings.max_write;
     attr->cap.flags      |= UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
                             UCT_IFACE_FLAG_PUT_ZCOPY;
@@ -205,93 +295,60 @@ ucs_status_t uc_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
     attr->cap.put.max_zcopy       = write;
     attr->cap.put.max_iov         = max_sge;
     attr->cap.put.opt_zcopy_align = 512;
-    attr->cap.put.align_mtu       = iface->super.port->mtu_bytes;
+    attr->cap.put.align_mtu       = iface->super.super.port->mtu_bytes;
     return UCS_OK;
 }
 
-} // namespace
-
-bool uc_handle(ud_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
+void destroy_resources(uc_iface *iface)
 {
-    if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-        uint16_t psn;
-        auto it = iface->conn_by_qp.find(wc.qp_num);
-        if (!decode_put_imm(ntohl(wc.imm_data), &psn) || (it == iface->conn_by_qp.end())) {
-            ++iface->bad_rx;
-            return false;
-        }
-        ud_hdr h = {};
-        h.psn    = psn;
-        ++iface->rx_puts;
-        return deliver_data(iface, it->second, h, nullptr, 0, b, false);
+    rd_iface *rd = &iface->super;
+    close_eps(rd); // (their QPs go back to the connection manager)
+    iface->conn.shutdown(); // every QP it set up
+    if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
+        ucs_warn("%s: ibv_destroy_srq() failed: %m", rd->super.md->dev.name().c_str());
     }
-    parsed_pkt p;
-    if ((wc.opcode != IBV_WC_RECV) || (wc.wc_flags & IBV_WC_WITH_IMM) ||
-        !parse_hdr(pkt, wc.byte_len, &p)) {
-        ++iface->bad_rx;
-        return false;
-    }
-    switch (p.hdr.type) {
-    case ud_hdr::data: {
-        auto it = iface->conn_by_qp.find(wc.qp_num);
-        if (it == iface->conn_by_qp.end()) {
-            ++iface->bad_rx;
-            return false;
-        }
-        return deliver_data(iface, it->second, p.hdr, p.body, p.body_len, b, true);
-    }
-    case ud_hdr::ack:
-    case ud_hdr::nak: {
-        auto it = iface->ep_by_qp.find(wc.qp_num);
-        if ((it == iface->ep_by_qp.end()) ||
-            (it->second->st != ud_ep::state::connected)) {
-            ++iface->bad_rx;
-            return false;
-        }
-        ep_packet(it->second, p.hdr, p.body);
-        return false;
-    }
-    default:
-        ++iface->bad_rx; // no CREQ/CREP/DISC on connected queue pairs
-        return false;
-    }
+    close_cqs(rd);
 }
 
-ucs_status_t uc_create_resources(ud_iface *iface)
+void iface_close(uct_iface_h uct_iface)
 {
-    const verbs::device &dev = iface->super.md->dev;
-    ibv_srq_init_attr srq_attr = {};
-    srq_attr.attr.max_wr       = iface->super.settings.rx_queue_len;
-    srq_attr.attr.max_sge      = 1;
-    iface->srq = ibv_create_srq(dev.pd(), &srq_attr);
-    if (iface->srq == nullptr) {
-        ucs_error("%s: ibv_create_srq(max_wr=%u) failed: %m", dev.name().c_str(),
-                  iface->super.settings.rx_queue_len);
-        return UCS_ERR_NO_RESOURCE;
-    }
-    // Probe the inline size the device grants with a throw-away QP.
-    ibv_qp *probe;
-    ucs_status_t status = create_uc_qp(iface, &probe, &iface->max_inline);
-    if (status != UCS_OK) {
-        return status;
-    }
-    verbs::destroy_qp(probe);
-    // A peer costs one QP with a full send queue (both directions share
-    // it), its endpoint and its receive connection.
-    iface::conn_cost cost;
-    cost.qps         = 1;
-    cost.sq_wrs      = iface->super.settings.tx_queue_len;
-    cost.wqe_bytes   = iface::wqe_bytes(max_sge, iface->max_inline);
-    cost.state_bytes = sizeof(ud_ep) + sizeof(rx_conn);
-    iface::set_auto_max_eps(&iface->super, cost, "uc_zv");
-    iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
-                                connection_established, connection_failed,
-                                qp_released, nullptr};
-    return iface->conn.init(&iface->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
-                            nullptr, "UCX_UC_ZV_MAX_PEER_CONNS", true);
+    uc_iface *iface = to_uc(uct_iface);
+    rd_iface *rd    = &iface->super;
+    rd->spoofed_rx    += iface->conn.spoofed();
+    rd->refused_conns += iface->conn.refused();
+    rd->qp_resets     += iface->conn.resets();
+    rd->reclaimed     += iface->conn.reclaimed();
+    close_begin(rd);
+    destroy_resources(iface);
+    iface::cleanup(&rd->super);
+    delete iface;
 }
 
-bool uc_one_packet(const ud_iface *iface)
+constexpr rd_transport uc_transport = {
+    "uc_zv", "UCX_UC_ZV_", rx_packet, wc_error, qp_fatal, nullptr, ep_freed,
+};
+
+constexpr uct_iface_ops_t make_ops()
+{
+    uct_iface_ops_t ops{};
+    fill_ops(ops);
+    ops.ep_create             = ep_create;
+    ops.ep_destroy            = ep_destroy;
+    ops.ep_put_short          = ep_put_short;
+    ops.ep_put_bcopy          = ep_put_bcopy;
+    ops.ep_put_zcopy          = ep_put_zcopy;
+    ops.iface_query           = iface_query;
+    ops.iface_progress_enable = progress_enable;
+    ops.iface_progress        = progress;
+    ops.iface_close           = iface_close;
+    return ops;
+}
+
+constexpr uct_iface_ops_t uc_ops = make_ops();
+
+/// Whether every message is kept within one packet (UCX_UC_ZV_ONE_PACKET,
+/// auto resolved against the device); logs the choice.
+bool one_packet(const uc_iface *iface)
 {
     // A UC responder must take the first packet of a new message as a fresh
     // start when the previous message was cut short by a lost packet (the
@@ -301,26 +358,99 @@ bool uc_one_packet(const ud_iface *iface)
     // do_class_d1e_error), so one lost packet silences the connection for
     // good. A message of one packet cannot be cut short, only lost whole.
     constexpr uint32_t rxe_vendor_id = 0xffffff;
-    const verbs::device &dev = iface->super.md->dev;
+    const iface::zv_iface &base = iface->super.super;
+    const verbs::device &dev    = base.md->dev;
     const bool rxe = (dev.attr().orig_attr.vendor_id == rxe_vendor_id);
     const ucs_on_off_auto_value_t one = iface->settings.one_packet;
     const bool on  = (one == UCS_CONFIG_ON) || ((one == UCS_CONFIG_AUTO) && rxe);
     if (on) {
         ucs_diag("uc_zv %s: one packet per message (MTU %u)%s", dev.name().c_str(),
-                  iface->super.port->mtu_bytes,
-                  (one == UCS_CONFIG_AUTO) ? ": Soft-RoCE drops all later messages after a truncated one" : "");
+                 base.port->mtu_bytes,
+                 (one == UCS_CONFIG_AUTO) ? ": Soft-RoCE drops all later messages after a truncated one" : "");
     }
     return on;
 }
 
-uct_iface_ops_t uc_make_ops(uct_iface_ops_t ops)
+/// The SRQ, the connection manager, sizes.
+ucs_status_t create_resources(uc_iface *iface)
 {
-    ud_query           = ops.iface_query;
-    ops.iface_query    = uc_query;
-    ops.ep_create      = uc_ep_create;
-    ops.ep_destroy     = uc_ep_destroy;
-    fill_put_ops(&ops);
-    return ops;
+    rd_iface *rd             = &iface->super;
+    const verbs::device &dev = rd->super.md->dev;
+    ibv_srq_init_attr srq_attr = {};
+    srq_attr.attr.max_wr       = rd->super.settings.rx_queue_len;
+    srq_attr.attr.max_sge      = 1;
+    iface->srq = ibv_create_srq(dev.pd(), &srq_attr);
+    if (iface->srq == nullptr) {
+        ucs_error("%s: ibv_create_srq(max_wr=%u) failed: %m", dev.name().c_str(),
+                  rd->super.settings.rx_queue_len);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    // Probe the inline size the device grants with a throw-away QP.
+    ibv_qp *probe;
+    ucs_status_t status = create_uc_qp(iface, &probe, &rd->max_inline);
+    if (status != UCS_OK) {
+        return status;
+    }
+    verbs::destroy_qp(probe);
+    // A peer costs one QP with a full send queue (both directions share
+    // it), its endpoint and its receive connection.
+    iface::conn_cost cost;
+    cost.qps         = 1;
+    cost.sq_wrs      = rd->super.settings.tx_queue_len;
+    cost.wqe_bytes   = iface::wqe_bytes(max_sge, rd->max_inline);
+    cost.state_bytes = sizeof(rd_ep) + sizeof(rx_conn);
+    iface::set_auto_max_eps(&rd->super, cost, "uc_zv");
+    iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
+                                connection_established, connection_failed,
+                                qp_released, nullptr};
+    status = iface->conn.init(&rd->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
+                              nullptr, "UCX_UC_ZV_MAX_PEER_CONNS", true);
+    if (status != UCS_OK) {
+        return status;
+    }
+    rd->addr_qpn    = iface->conn.ud_qpn();
+    rd->rx_offset   = 0;
+    rd->max_payload = iface->settings.seg_size;
+    if (one_packet(iface)) {
+        const unsigned mtu        = rd->super.port->mtu_bytes;
+        rd->max_payload           = std::min<unsigned>(iface->settings.seg_size,
+                                                       mtu - sizeof(rd_hdr));
+        iface->settings.max_write = std::min(iface->settings.max_write, mtu);
+    }
+    return UCS_OK;
 }
 
-} // namespace zv::ud
+} // namespace
+
+ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                        const uct_iface_config_t *config, const uc_settings &settings,
+                        uct_iface_h *iface_p)
+{
+    auto *iface = new (std::nothrow) uc_iface{};
+    if (iface == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    rd_iface *rd        = &iface->super;
+    iface->settings     = settings;
+    ucs_status_t status = open_begin(rd, &uc_transport, &uc_ops, md, worker, params, config,
+                                     settings.rd);
+    if (status == UCS_OK) {
+        status = create_resources(iface);
+    }
+    if (status == UCS_OK) {
+        status = open_finish(rd, params, std::max(rd->max_payload, iface->settings.max_write),
+                             iface->srq, nullptr);
+    }
+    if (status != UCS_OK) {
+        if (rd->tl != nullptr) { // (open_begin got as far as UCT's interface)
+            destroy_resources(iface);
+            iface::cleanup(&rd->super);
+        }
+        delete iface;
+        return status;
+    }
+    *iface_p = &rd->super.super.super;
+    return UCS_OK;
+}
+
+} // namespace zv::uc

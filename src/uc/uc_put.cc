@@ -1,23 +1,25 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // uc_zv puts: RDMA WRITE with immediate data under the reliability of
-// src/ud/rel.h (see uc.cc).
-#include "ud/ud_send.h"
+// src/rd/rel.h (see uc.cc).
+#include "uc/uc_iface.h"
+
+#include "rd/rd_send.h"
 
 #include <cstring>
 
-namespace zv::ud {
+namespace zv::uc {
 
 namespace {
 
 /// A put: RDMA WRITE with immediate data, acknowledged like any packet.
 /// 'copy': bytes the caller will copy into the descriptor's buffer.
-inline tx_desc *put_desc(ud_ep *ep, size_t length, size_t copy, uint64_t remote_addr,
+inline tx_desc *put_desc(rd_ep *ep, size_t length, size_t copy, uint64_t remote_addr,
                          uct_rkey_t rkey)
 {
-    if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
+    if (__builtin_expect(length > to_uc(ep->iface)->settings.max_write, 0)) {
         return nullptr;
     }
-    tx_desc *d = desc_get(ep, ud_hdr::data, copy);
+    tx_desc *d = desc_get(ep, rd_hdr::data, copy);
     if (__builtin_expect(d == nullptr, 0)) {
         return nullptr;
     }
@@ -28,17 +30,19 @@ inline tx_desc *put_desc(ud_ep *ep, size_t length, size_t copy, uint64_t remote_
     return d;
 }
 
+} // namespace
+
 ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
                           uint64_t remote_addr, uct_rkey_t rkey)
 {
-    ud_ep *ep           = to_ep(uct_ep);
+    rd_ep *ep           = to_ep(uct_ep);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
     tx_desc *d = put_desc(ep, length, length, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
-        return (length > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
+        return (length > to_uc(ep->iface)->settings.max_write) ? UCS_ERR_INVALID_PARAM :
                                                           UCS_ERR_NO_RESOURCE;
     }
     std::memcpy(d->payload(), buffer, length);
@@ -50,19 +54,19 @@ ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
 ssize_t ep_put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
                      uint64_t remote_addr, uct_rkey_t rkey)
 {
-    ud_ep *ep           = to_ep(uct_ep);
+    rd_ep *ep           = to_ep(uct_ep);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    tx_desc *d = put_desc(ep, 0, ep->iface->settings.max_write, remote_addr, rkey);
+    tx_desc *d = put_desc(ep, 0, to_uc(ep->iface)->settings.max_write, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
         return UCS_ERR_NO_RESOURCE;
     }
     size_t length = pack_cb(d->payload(), arg);
-    if (__builtin_expect(length > ep->iface->settings.max_write, 0)) {
+    if (__builtin_expect(length > to_uc(ep->iface)->settings.max_write, 0)) {
         ucs_error("uc_zv: put_bcopy packed %zu bytes, more than the %u allowed", length,
-                  ep->iface->settings.max_write);
+                  to_uc(ep->iface)->settings.max_write);
         iface::buffer_pool::put(d->buf);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -75,7 +79,7 @@ ssize_t ep_put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
 ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
                           uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
 {
-    ud_ep *ep           = to_ep(uct_ep);
+    rd_ep *ep           = to_ep(uct_ep);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
@@ -86,7 +90,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
     size_t total = iface::iov_total(iov, iovcnt);
     tx_desc *d = put_desc(ep, total, 0, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
-        return (total > ep->iface->settings.max_write) ? UCS_ERR_INVALID_PARAM :
+        return (total > to_uc(ep->iface)->settings.max_write) ? UCS_ERR_INVALID_PARAM :
                                                          UCS_ERR_NO_RESOURCE;
     }
     if (__builtin_expect(!add_iov(d, iov, iovcnt), 0)) {
@@ -99,13 +103,4 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
     return UCS_INPROGRESS;
 }
 
-} // namespace
-
-void fill_put_ops(uct_iface_ops_t *ops)
-{
-    ops->ep_put_short = ep_put_short;
-    ops->ep_put_bcopy = ep_put_bcopy;
-    ops->ep_put_zcopy = ep_put_zcopy;
-}
-
-} // namespace zv::ud
+} // namespace zv::uc

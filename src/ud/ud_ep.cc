@@ -1,421 +1,64 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ud_zv and uc_zv endpoint: connection, active messages, acks, retransmission, flush;
-// the interface's lists of endpoints with pending requests and of destroyed ones.
-#include "ud/ud_send.h"
+// ud_zv endpoint: address handles, connection (CREQ), disconnection (DISC).
+#include "ud/ud_iface.h"
 
-#include <ucs/debug/log_def.h>
-#include <ucs/time/time.h>
+#include "rd/rd_send.h"
 
-#include <algorithm>
 #include <cstring>
-#include <new>
+#include <vector>
 
 namespace zv::ud {
 
-namespace {
-
-constexpr size_t am_zcopy_max_hdr = 64;
-
-/// Release callback of the sender: the packet was acknowledged.
-struct on_acked {
-    ud_ep *ep;
-    void operator()(rel::tx_pkt *p) const
-    {
-        auto *d = reinterpret_cast<tx_desc *>(p);
-        if (ep->resend_next == d) {
-            ep->resend_next = reinterpret_cast<tx_desc *>(p->next);
-        }
-        d->acked = true;
-        if (d->in_flight == 0) {
-            release_desc(ep->iface, d);
-        }
-    }
-};
-
-// ---------------------------------------------------------------- am
-
-ucs_status_t ep_am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
-                         const void *payload, unsigned length)
+ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p)
 {
-    ud_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
-        return status;
-    }
-    if (__builtin_expect(sizeof(header) + length > ep->iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    tx_desc *d = desc_get(ep, ud_hdr::data, sizeof(header) + length);
-    if (__builtin_expect(d == nullptr, 0)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    d->hdr()->am_id = id;
-    piggyback(ep, d->hdr());
-    std::memcpy(d->payload(), &header, sizeof(header));
-    std::memcpy(d->payload() + sizeof(header), payload, length);
-    send_desc(ep, d, sizeof(header) + length);
-    return UCS_OK;
-}
-
-ucs_status_t ep_am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
-                             size_t iovcnt)
-{
-    ud_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
-        return status;
-    }
-    size_t total = iface::iov_total(iov, iovcnt);
-    if (__builtin_expect(total > ep->iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    tx_desc *d = desc_get(ep, ud_hdr::data, total);
-    if (__builtin_expect(d == nullptr, 0)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    d->hdr()->am_id = id;
-    piggyback(ep, d->hdr());
-    char *p = d->payload();
-    for (size_t i = 0; i < iovcnt; ++i) {
-        size_t n = iov[i].length * std::max<unsigned>(iov[i].count, 1);
-        std::memcpy(p, iov[i].buffer, n);
-        p += n;
-    }
-    send_desc(ep, d, total);
-    return UCS_OK;
-}
-
-ssize_t ep_am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
-                    void *arg, unsigned)
-{
-    ud_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
-        return status;
-    }
-    tx_desc *d = desc_get(ep, ud_hdr::data, SIZE_MAX); // pack_cb decides the size
-    if (__builtin_expect(d == nullptr, 0)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    size_t length = pack_cb(d->payload(), arg);
-    if (__builtin_expect(length > ep->iface->max_payload, 0)) {
-        ucs_error("ud_zv: am_bcopy packed %zu bytes, more than the %u allowed",
-                  length, ep->iface->max_payload);
-        iface::buffer_pool::put(d->buf);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    d->hdr()->am_id = id;
-    piggyback(ep, d->hdr());
-    send_desc(ep, d, length);
-    return static_cast<ssize_t>(length);
-}
-
-ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
-                         unsigned header_length, const uct_iov_t *iov,
-                         size_t iovcnt, unsigned, uct_completion_t *comp)
-{
-    ud_ep *ep           = to_ep(uct_ep);
-    ud_iface *iface     = ep->iface;
-    ucs_status_t status = check_tx(ep);
-    if (__builtin_expect(status != UCS_OK, 0)) {
-        return status;
-    }
-    if (__builtin_expect((header_length > am_zcopy_max_hdr) ||
-                         (iovcnt > max_sge - 1), 0)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    size_t total = header_length + iface::iov_total(iov, iovcnt);
-    if (__builtin_expect(total > iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    tx_desc *d = desc_get(ep, ud_hdr::data, header_length);
-    if (__builtin_expect(d == nullptr, 0)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    d->hdr()->am_id = id;
-    piggyback(ep, d->hdr());
-    std::memcpy(d->payload(), header, header_length);
-    if (__builtin_expect(!add_iov(d, iov, iovcnt), 0)) {
-        iface::buffer_pool::put(d->buf);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    d->comp = comp;
-    send_desc(ep, d, header_length);
-    return UCS_INPROGRESS;
-}
-
-// ---------------------------------------------------------------- pending, flush
-
-ucs_status_t ep_pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
-{
-    ud_ep *ep = to_ep(uct_ep);
-    // BUSY makes UCP retry at once, without progress: a starved send would
-    // loop forever.
-    if (ep->pending.empty() && (check_tx(ep) == UCS_OK) && !ep->iface->tx_starved) {
-        return UCS_ERR_BUSY; // resources are available: send it now
-    }
-    ep->pending.push(req);
-    if ((ep->st == ud_ep::state::connected) && !ep->on_pending) {
-        ep->on_pending         = true;
-        ep->pending_next       = ep->iface->pending_eps;
-        ep->iface->pending_eps = ep;
-    }
-    return UCS_OK;
-}
-
-void ep_pending_purge(uct_ep_h uct_ep, uct_pending_purge_callback_t cb, void *arg)
-{
-    to_ep(uct_ep)->pending.purge(cb, arg);
-}
-
-ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
-{
-    ud_ep *ep = to_ep(uct_ep);
-    if (ep->st == ud_ep::state::failed) {
-        return ep->error;
-    }
-    if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        ep->pending.purge(nullptr, nullptr);
-    }
-    if ((ep->st == ud_ep::state::connected) && (ep->unreleased == 0)) {
+    std::vector<uint8_t> key = iface::gid_key(peer);
+    key.push_back(static_cast<uint8_t>(peer.lid));
+    key.push_back(static_cast<uint8_t>(peer.lid >> 8));
+    auto it = iface->ahs.find(key);
+    if (it != iface->ahs.end()) {
+        *ah_p = it->second;
         return UCS_OK;
     }
-    if ((ep->st == ud_ep::state::connecting) || !ep->pending.empty()) {
-        return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
+    const iface::zv_iface &base = iface->super.super;
+    ibv_ah *ah;
+    ucs_status_t status = verbs::create_ah(base.md->dev, *base.port, iface::to_remote(peer),
+                                           &ah);
+    if (status != UCS_OK) {
+        return status;
     }
-    if (comp != nullptr) {
-        ep->flush_waiters.push_back(comp);
-    }
-    return UCS_INPROGRESS;
+    iface->ahs.emplace(std::move(key), ah);
+    *ah_p = ah;
+    return UCS_OK;
 }
-
-ucs_status_t ep_fence(uct_ep_h, unsigned)
-{
-    return UCS_OK; // one ordered stream per endpoint: nothing overtakes
-}
-
-ucs_status_t ep_get_address(uct_ep_h, uct_ep_addr_t *)
-{
-    return UCS_ERR_UNSUPPORTED;
-}
-
-} // namespace
-
-// ---------------------------------------------------------------- shared
-
-/// Number the packet, keep it for retransmission, post it. A failed post
-/// leaves it in the window: the timer sends it again.
-void send_desc(ud_ep *ep, tx_desc *d, size_t len)
-{
-    ud_hdr *h = d->hdr();
-    if (d->opcode == IBV_WR_SEND) {
-        d->sge[0] = {reinterpret_cast<uintptr_t>(h),
-                     static_cast<uint32_t>(sizeof(ud_hdr) + len), d->buf->lkey};
-    } // else a put: the caller set the sges (the psn travels as immediate data)
-    if (ep->tx.idle()) {
-        busy_link(ep);
-    }
-    h->psn = ep->tx.push(&d->pkt, ucs_get_time());
-    ++ep->unreleased;
-    (void)post_desc(ep->iface, ep, d);
-}
-
-void busy_link(ud_ep *ep)
-{
-    if (!ep->on_busy) {
-        ep->on_busy         = true;
-        ep->busy_next       = ep->iface->busy_eps;
-        ep->iface->busy_eps = ep;
-    }
-}
-
-unsigned resend_continue(ud_ep *ep)
-{
-    ud_iface *iface = ep->iface;
-    unsigned n      = 0;
-    while ((ep->resend_next != nullptr) &&
-           (iface->tx_outstanding < iface->tx_limit)) {
-        tx_desc *d      = ep->resend_next;
-        ep->resend_next = reinterpret_cast<tx_desc *>(d->pkt.next);
-        if (post_desc(iface, ep, d) != UCS_OK) {
-            ep->resend_next = nullptr; // the timer will try again
-            break;
-        }
-        ++iface->resent;
-        ++n;
-    }
-    if (ep->resend_next != nullptr) {
-        busy_link(ep); // the timer walk continues it when slots free up
-    }
-    return n;
-}
-
-void resend_all(ud_ep *ep)
-{
-    ep->resend_next = reinterpret_cast<tx_desc *>(ep->tx.head());
-    resend_continue(ep);
-}
-
-void ep_check_flushed(ud_ep *ep)
-{
-    if ((ep->unreleased != 0) || ep->flush_waiters.empty()) {
-        return;
-    }
-    std::vector<uct_completion_t *> waiters;
-    waiters.swap(ep->flush_waiters);
-    ucs_status_t status = (ep->st == ud_ep::state::failed) ? ep->error : UCS_OK;
-    for (uct_completion_t *c : waiters) {
-        uct_invoke_completion(c, status);
-    }
-}
-
-bool ep_dispatch_pending(ud_ep *ep)
-{
-    return ep->pending.dispatch([ep] {
-        ud_iface *iface = ep->iface;
-        return (ep->st == ud_ep::state::connected) && !ep->tx.window_full() &&
-               (ep->resend_next == nullptr) &&
-               (iface->tx_outstanding < iface->tx_limit);
-    });
-}
-
-void ep_fail(ud_ep *ep, ucs_status_t status, const char *why)
-{
-    if (ep->st == ud_ep::state::failed) {
-        return;
-    }
-    ud_iface *iface = ep->iface;
-    ep->st          = ud_ep::state::failed;
-    ep->error       = status;
-    ep->resend_next = nullptr;
-    ep->tx.purge([ep, status](rel::tx_pkt *p) {
-        auto *d   = reinterpret_cast<tx_desc *>(p);
-        d->status = status;
-        d->acked  = true;
-        if (d->in_flight == 0) {
-            release_desc(ep->iface, d);
-        }
-    });
-    ep_check_flushed(ep);
-    char what[160];
-    snprintf(what, sizeof(what), "%s endpoint %p to qp 0x%x: %s", iface->uc ? "uc_zv" : "ud_zv",
-             static_cast<void *>(ep), ep->peer_qpn, why);
-    iface::report_ep_failure(&iface->super, &ep->super.super, status, what);
-}
-
-void handle_ep_packet(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp,
-                      const char *body, size_t body_len)
-{
-    uint32_t id  = (hdr.type == ud_hdr::data) ? hdr.ack_dest : hdr.dest;
-    ud_ep *ep = iface->eps.find(id);
-    if ((ep == nullptr) || (ep->peer_qpn != src_qp) ||
-        (ep->st == ud_ep::state::failed)) {
-        ++iface->bad_rx;
-        return; // stale (endpoint gone), or not from its peer
-    }
-    if ((ep->st == ud_ep::state::connecting) && (hdr.type != ud_hdr::crep)) {
-        return; // only the CREP may acknowledge the CREQ
-    }
-    ep_packet(ep, hdr, body);
-}
-
-void ep_packet(ud_ep *ep, const ud_hdr &hdr, const char *body)
-{
-    ud_iface *iface = ep->iface;
-    ucs_time_t now  = ucs_get_time();
-    switch (hdr.type) {
-    case ud_hdr::data:
-    case ud_hdr::ack:
-        ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
-        break;
-    case ud_hdr::nak:
-        if (ep->tx.nak(hdr.ack_psn, now, on_acked{ep})) {
-            resend_all(ep);
-        }
-        break;
-    case ud_hdr::crep: {
-        crep_body b; // parse_packet() checked the length
-        std::memcpy(&b, body, sizeof(b));
-        if (ep->st == ud_ep::state::connecting) {
-            ep->peer_conn = b.conn_id;
-            ep->st        = ud_ep::state::connected;
-            ucs_debug("ud_zv: endpoint %p connected to qp 0x%x conn 0x%x", ep,
-                      ep->peer_qpn, b.conn_id);
-        } else if (ep->peer_conn != b.conn_id) {
-            ++iface->bad_rx;
-            return;
-        }
-        ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
-        break;
-    }
-    case ud_hdr::rebind: {
-        // Our receive connection at the peer was reclaimed while we were
-        // silent and is back under a new id (ud_reclaim.cc): what is in
-        // the window goes again, to it.
-        crep_body b; // parse_packet() checked the length
-        std::memcpy(&b, body, sizeof(b));
-        if (ep->st != ud_ep::state::connected) {
-            ++iface->bad_rx;
-            return;
-        }
-        ep->peer_conn = b.conn_id;
-        for (rel::tx_pkt *p = ep->tx.head(); p != nullptr; p = p->next) {
-            reinterpret_cast<tx_desc *>(p)->hdr()->dest = b.conn_id;
-        }
-        if (ep->tx.nak(hdr.ack_psn, now, on_acked{ep})) {
-            resend_all(ep);
-        }
-        break;
-    }
-    default:
-        ++iface->bad_rx;
-        return;
-    }
-    if (!ep->pending.empty() && !ep->on_pending) {
-        ep->on_pending     = true;
-        ep->pending_next   = iface->pending_eps;
-        iface->pending_eps = ep;
-    }
-}
-
-// ---------------------------------------------------------------- lifecycle
 
 ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
-    ud_ep *ep;
+    rd_ep *ep;
     ucs_status_t status = ep_new(params, &ep);
     if (status != UCS_OK) {
         return status;
     }
-    ud_iface *iface = ep->iface;
-    status = ah_for(iface, ep->peer, &ep->ah);
+    ud_iface *iface = to_ud(ep->iface);
+    ep->qp          = iface->qp;
+    status          = ah_for(iface, ep->peer, &ep->ah);
     if (status != UCS_OK) {
         ep_discard(ep);
         return status;
     }
-    tx_desc *d = desc_get(ep, ud_hdr::creq, sizeof(creq_body));
+    tx_desc *d = desc_get(ep, rd_hdr::creq, sizeof(creq_body));
     if (d == nullptr) {
         ep_discard(ep);
         return UCS_ERR_NO_MEMORY;
     }
     ep_register(ep);
 
-    // A receive connection from the same peer interface becomes the partner.
-    for (rx_conn *c : iface->conns.slots()) {
-        if ((c != nullptr) && (c->partner == nullptr) && (c->peer_qpn == ep->peer_qpn) &&
-            (std::memcmp(c->peer.gid, ep->peer.gid, sizeof(ep->peer.gid)) == 0)) {
-            c->partner  = ep;
-            ep->partner = c;
-            break;
-        }
-    }
+    find_partner(ep);
 
     // The CREQ is psn 0 of the connection: retried by the window's timer.
     creq_body b;
     b.ep_id = ep->id;
     char da[sizeof(iface::device_addr)];
-    (void)iface::get_device_address(&iface->super.super.super,
-                                    reinterpret_cast<uct_device_addr_t *>(da));
+    (void)iface::get_device_address(params->iface, reinterpret_cast<uct_device_addr_t *>(da));
     std::memcpy(&b.dev, da, sizeof(b.dev));
     d->hdr()->dest = 0;
     std::memcpy(d->payload(), &b, sizeof(b));
@@ -424,167 +67,20 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     return UCS_OK;
 }
 
-ucs_status_t ep_new(const uct_ep_params_t *params, ud_ep **ep_p)
-{
-    const char *tl = to_ud(params->iface)->uc ? "uc_zv" : "ud_zv";
-    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
-        ucs_error("%s: endpoints connect to an interface: the device and "
-                  "interface addresses are required", tl);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    ud_iface *iface = to_ud(params->iface);
-    if (iface->eps.full()) {
-        ucs_error("%s: too many endpoints on one interface (%u)", tl, id_index_mask);
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
-    if (iface->super.device_lost) {
-        ucs_error("%s: %s is lost (device fatal event): no new endpoints", tl,
-                  iface->super.md->dev.name().c_str());
-        return UCS_ERR_IO_ERROR;
-    }
-    auto *ep = new (std::nothrow) ud_ep{};
-    if (ep == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    int init_count      = 1;
-    ucs_status_t status = uct_base_ep_t_init(&ep->super, &uct_base_ep_t_class,
-                                             &init_count, &iface->super.super);
-    if (status != UCS_OK) {
-        delete ep;
-        return status;
-    }
-    ep->iface = iface;
-    std::memcpy(&ep->peer, params->dev_addr, sizeof(ep->peer));
-    const auto *ia = reinterpret_cast<const iface_addr *>(params->iface_addr);
-    ep->peer_qpn   = iface::unpack_qpn(ia->qpn);
-    ep->tx.init(&iface->settings.rel);
-    *ep_p = ep;
-    return UCS_OK;
-}
-
-void ep_register(ud_ep *ep)
-{
-    ep->id = ep->iface->eps.add(ep);
-}
-
-void ep_discard(ud_ep *ep)
-{
-    ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
-    ep_free(ep);
-}
-
-void ep_free(ud_ep *ep)
-{
-    // uc_zv: the connection manager closes the QP with the peer.
-    ep->iface->conn.release(ep->qp);
-    delete ep;
-}
-
 void ep_destroy(uct_ep_h uct_ep)
 {
-    ud_ep *ep       = to_ep(uct_ep);
-    ud_iface *iface = ep->iface;
-    if (ep->st == ud_ep::state::connected) {
+    rd_ep *ep = to_ep(uct_ep);
+    if (ep->st == rd_ep::state::connected) {
         // Best effort: a lost DISC leaves the peer's receive connection
         // until its probes go unanswered (ud_reclaim.cc).
-        ud_hdr h   = {};
-        h.dest     = ep->peer_conn;
-        h.type     = ud_hdr::disc;
-        h.magic    = ud_hdr::magic_value;
+        rd_hdr h = {};
+        h.dest   = ep->peer_conn;
+        h.type   = rd_hdr::disc;
+        h.magic  = rd_hdr::magic_value;
         disc_body b{ep->id};
-        (void)send_ctl(iface, iface->qp, ep->ah, ep->peer_qpn, h, &b, sizeof(b));
+        (void)send_ctl(ep->iface, ep->qp, ep->ah, ep->peer_qpn, h, &b, sizeof(b));
     }
     ep_release(ep);
-}
-
-void ep_release(ud_ep *ep)
-{
-    ud_iface *iface = ep->iface;
-    ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
-    ep->pending.purge(nullptr, nullptr);
-    ep->flush_waiters.clear();
-    ep->resend_next = nullptr;
-    ep->tx.purge([ep](rel::tx_pkt *p) {
-        auto *d  = reinterpret_cast<tx_desc *>(p);
-        d->comp  = nullptr; // UCT: a destroyed endpoint completes nothing
-        d->acked = true;
-        if (d->in_flight == 0) {
-            release_desc(ep->iface, d);
-        }
-    });
-    if (ep->partner != nullptr) {
-        ep->partner->partner = nullptr;
-        ep->partner          = nullptr;
-    }
-    for (ud_ep **p = &iface->busy_eps; *p != nullptr; p = &(*p)->busy_next) {
-        if (*p == ep) {
-            *p = ep->busy_next;
-            break;
-        }
-    }
-    for (ud_ep **p = &iface->pending_eps; *p != nullptr; p = &(*p)->pending_next) {
-        if (*p == ep) {
-            *p = ep->pending_next;
-            break;
-        }
-    }
-    iface->eps.remove(ep->id);
-    ep->destroyed = true;
-    if ((ep->unreleased == 0) && !iface->in_progress) {
-        ep_free(ep);
-    } else {
-        iface->graveyard.push_back(ep);
-    }
-}
-
-void fill_ep_ops(uct_iface_ops_t *ops)
-{
-    ops->ep_am_short       = ep_am_short;
-    ops->ep_am_short_iov   = ep_am_short_iov;
-    ops->ep_am_bcopy       = ep_am_bcopy;
-    ops->ep_am_zcopy       = ep_am_zcopy;
-    ops->ep_pending_add    = ep_pending_add;
-    ops->ep_pending_purge  = ep_pending_purge;
-    ops->ep_flush          = ep_flush;
-    ops->ep_fence          = ep_fence;
-    ops->ep_create         = ep_create;
-    ops->ep_destroy        = ep_destroy;
-    ops->ep_get_address    = ep_get_address;
-}
-
-void dispatch_pending(ud_iface *iface)
-{
-    ud_ep *list        = iface->pending_eps;
-    iface->pending_eps = nullptr;
-    while (list != nullptr) {
-        ud_ep *ep      = list;
-        list           = ep->pending_next;
-        ep->on_pending = false;
-        if (ep->destroyed) {
-            continue;
-        }
-        if (!ep_dispatch_pending(ep) && !ep->on_pending) {
-            ep->on_pending     = true;
-            ep->pending_next   = iface->pending_eps;
-            iface->pending_eps = ep;
-        }
-    }
-}
-
-void free_deferred(ud_iface *iface)
-{
-    auto &g = iface->graveyard;
-    for (size_t i = 0; i < g.size();) {
-        if (g[i]->unreleased == 0) {
-            ep_free(g[i]);
-            g[i] = g.back();
-            g.pop_back();
-        } else {
-            ++i;
-        }
-    }
 }
 
 } // namespace zv::ud

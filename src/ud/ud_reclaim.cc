@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // ud_zv: receive connections whose endpoint vanished are found and freed.
-#include "ud/ud_ep.h"
+#include "ud/ud_iface.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -45,7 +45,7 @@ constexpr size_t   max_graves        = 4096;
 void send_probe(ud_iface *iface, const rx_conn *c)
 {
     probe_body b{c->id};
-    iface->probed += (send_to_ep(iface, c, ud_hdr::probe, &b, sizeof(b)) == UCS_OK);
+    iface->probed += (send_to_ep(&iface->super, c, rd_hdr::probe, &b, sizeof(b)) == UCS_OK);
     // (A full send queue or a lost packet: the next scan probes again.)
 }
 
@@ -63,13 +63,13 @@ void bury(ud_iface *iface, rx_conn *c)
         iface->graves.erase(iface->grave_order.front());
         iface->grave_order.pop_front();
     }
-    conn_free(iface, c);
+    conn_free(&iface->super, c);
 }
 
 void send_rebind(ud_iface *iface, const rx_conn *c)
 {
     crep_body b{c->id};
-    (void)send_to_ep(iface, c, ud_hdr::rebind, &b, sizeof(b));
+    (void)send_to_ep(&iface->super, c, rd_hdr::rebind, &b, sizeof(b));
     // (Lost or not sent: the endpoint's next packet for the old id asks again.)
 }
 
@@ -80,9 +80,9 @@ void scan_conns(ud_iface *iface, ucs_time_t now)
     if (now < iface->next_scan) {
         return;
     }
-    iface->next_scan = now + iface->settings.rel.peer_timeout / scans_per_timeout;
+    iface->next_scan = now + iface->super.settings.rel.peer_timeout / scans_per_timeout;
     std::vector<rx_conn *> gone;
-    for (rx_conn *c : iface->conns.slots()) {
+    for (rx_conn *c : iface->super.conns.slots()) {
         if (c == nullptr) {
             continue;
         }
@@ -99,7 +99,7 @@ void scan_conns(ud_iface *iface, ucs_time_t now)
         }
     }
     for (rx_conn *c : gone) {
-        ++iface->reclaimed;
+        ++iface->super.reclaimed;
         ucs_debug("ud_zv: receive connection 0x%x: endpoint 0x%x of qp 0x%x answered no "
                   "probe within the peer timeout: freed", c->id, c->peer_ep, c->peer_qpn);
         bury(iface, c);
@@ -115,7 +115,7 @@ rx_conn *revive(ud_iface *iface, uint32_t id, uint32_t src_qp)
     const grave g = it->second;
     rx_conn *c    = nullptr;
     if (g.now_id != 0) {
-        c = iface->conns.find(g.now_id); // back already: the REBIND was lost
+        c = iface->super.conns.find(g.now_id); // back already: the REBIND was lost
         if ((c == nullptr) || (c->peer_qpn != src_qp) || (c->peer_ep != g.peer_ep)) {
             iface->graves.erase(it); // (and reclaimed again since: its own grave holds it)
             return nullptr;
@@ -146,29 +146,29 @@ bool forget(ud_iface *iface, uint32_t id, uint32_t src_qp, uint32_t peer_ep)
         (it->second.peer_ep != peer_ep)) {
         return false;
     }
-    rx_conn *c = (it->second.now_id != 0) ? iface->conns.find(it->second.now_id) : nullptr;
+    rx_conn *c = (it->second.now_id != 0) ? iface->super.conns.find(it->second.now_id) : nullptr;
     if ((c != nullptr) && (c->peer_qpn == src_qp) && (c->peer_ep == peer_ep)) {
-        conn_free(iface, c);
+        conn_free(&iface->super, c);
     }
     iface->graves.erase(it);
     return true;
 }
 
-void answer_probe(ud_iface *iface, const ud_hdr &hdr, uint32_t src_qp, const char *body)
+void answer_probe(ud_iface *iface, const rd_hdr &hdr, uint32_t src_qp, const char *body)
 {
     probe_body b; // parse_packet() checked the length
     std::memcpy(&b, body, sizeof(b));
-    ud_ep *ep = iface->eps.find(hdr.dest);
-    if ((ep == nullptr) || (ep->peer_qpn != src_qp) || (ep->st != ud_ep::state::connected) ||
+    rd_ep *ep = iface->super.eps.find(hdr.dest);
+    if ((ep == nullptr) || (ep->peer_qpn != src_qp) || (ep->st != rd_ep::state::connected) ||
         (ep->peer_conn != b.conn_id)) {
         return; // no such endpoint (any more): the asker frees its connection
     }
-    ud_hdr h = {};
+    rd_hdr h = {};
     h.dest   = b.conn_id;
-    h.type   = ud_hdr::alive;
-    h.magic  = ud_hdr::magic_value;
+    h.type   = rd_hdr::alive;
+    h.magic  = rd_hdr::magic_value;
     disc_body d{ep->id};
-    (void)send_ctl(iface, iface->qp, ep->ah, ep->peer_qpn, h, &d, sizeof(d));
+    (void)send_ctl(&iface->super, iface->qp, ep->ah, ep->peer_qpn, h, &d, sizeof(d));
 }
 
 } // namespace zv::ud

@@ -18,7 +18,7 @@ namespace zv::test {
 
 namespace {
 
-// The wire formats (src/iface/conn.h, src/ud/ud_iface.h), restated here on
+// The wire formats (src/iface/conn.h, src/rd/rd_iface.h), restated here on
 // purpose: the test speaks the documented format, not the code's structs.
 struct __attribute__((packed)) wire_dev {
     uint8_t  flags;

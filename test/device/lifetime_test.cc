@@ -12,7 +12,7 @@
 #include "uct_fixture.h"
 
 #include "rc/rc_ep.h"
-#include "ud/ud_ep.h"
+#include "ud/ud_iface.h"
 
 #include <chrono>
 #include <cstring>
@@ -48,7 +48,7 @@ protected:
         if (is("rc_zv")) {
             return reinterpret_cast<rc::rc_ep *>(ep)->qp;
         }
-        return reinterpret_cast<ud::ud_ep *>(ep)->qp;
+        return reinterpret_cast<rd::rd_ep *>(ep)->qp;
     }
 };
 
@@ -216,7 +216,7 @@ TEST_P(ud_iface_qp, qp_in_error_takes_no_work_until_reset_then_delivers_everythi
     ud::ud_iface *a = ud::to_ud(m_a.iface);
     ASSERT_TRUE(wait_for([&] { return uct_ep_am_short(ep, am_id, 1, nullptr, 0) == UCS_OK; }));
     ASSERT_TRUE(wait_for([&] { return sink.count == 1; }));
-    const uint64_t resets = a->qp_resets;
+    const uint64_t resets = a->super.qp_resets;
     // As a failed send leaves it (Soft-RoCE while the link is down).
     ibv_qp_attr attr = {};
     attr.qp_state    = IBV_QPS_ERR;
@@ -227,10 +227,10 @@ TEST_P(ud_iface_qp, qp_in_error_takes_no_work_until_reset_then_delivers_everythi
     ASSERT_TRUE(wait_for([&] { return a->qp_broken; })) << "the error state was not seen";
     // Nothing may be posted to a QP in the error state: work posted there
     // may never complete, and the reset waits for all of it.
-    const unsigned posted = a->tx_outstanding;
+    const unsigned posted = a->super.tx_outstanding;
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_am_short(ep, am_id, 3, nullptr, 0));
-    EXPECT_EQ(posted, a->tx_outstanding) << "a send was posted to the broken QP";
-    ASSERT_TRUE(wait_for([&] { return a->qp_resets > resets; })) << "the QP was never reset";
+    EXPECT_EQ(posted, a->super.tx_outstanding) << "a send was posted to the broken QP";
+    ASSERT_TRUE(wait_for([&] { return a->super.qp_resets > resets; })) << "the QP was never reset";
     for (uint64_t v = 4; v < 104; ++v) {
         ASSERT_TRUE(wait_for([&] { return uct_ep_am_short(ep, am_id, v, nullptr, 0) == UCS_OK; }));
     }

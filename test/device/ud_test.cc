@@ -6,6 +6,7 @@
 #include "test_util.h"
 #include "uct_fixture.h"
 
+#include "uc/uc_iface.h"
 #include "ud/ud_iface.h"
 
 #include <algorithm>
@@ -447,10 +448,12 @@ TEST_P(ud_zv, an_idle_peer_that_progresses_keeps_its_connection)
     run_until({&c, &d}, [] { return false; }, 4.0); // four TIMEOUTs of silence
     ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d})) << "after 4 s idle: " << sink.got.size();
     EXPECT_EQ(0u, s_ep_errors);
-    ud::ud_iface *di = ud::to_ud(d.iface);
-    EXPECT_EQ(0u, di->reclaimed + di->conn.reclaimed());
-    if (!is_uc()) {
-        EXPECT_EQ(1u, di->conns.count());
+    if (is_uc()) {
+        EXPECT_EQ(0u, uc::to_uc(d.iface)->conn.reclaimed());
+    } else {
+        ud::ud_iface *di = ud::to_ud(d.iface);
+        EXPECT_EQ(0u, di->super.reclaimed);
+        EXPECT_EQ(1u, di->super.conns.count());
         EXPECT_GE(di->probed, 2u) << "the silent connection was not probed";
     }
     uct_ep_destroy(ep);
@@ -472,16 +475,16 @@ TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
     uct_ep_h ep = create_ep(c, d);
     ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
     ud::ud_iface *di = ud::to_ud(d.iface);
-    ASSERT_EQ(1u, di->conns.count());
+    ASSERT_EQ(1u, di->super.conns.count());
     // As a killed process: the interface goes with its endpoint, no DISC.
     close_side(c);
     auto start = std::chrono::steady_clock::now();
-    ASSERT_TRUE(run_until({&d}, [&] { return di->conns.count() == 0; }, 10))
+    ASSERT_TRUE(run_until({&d}, [&] { return di->super.conns.count() == 0; }, 10))
             << "the receive connection stayed";
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_GE(took, 1.5); // probed after one TIMEOUT of silence, freed after two
     EXPECT_LE(took, 3.5);
-    EXPECT_EQ(1u, di->reclaimed);
+    EXPECT_EQ(1u, di->super.reclaimed);
     close_side(d);
 }
 
@@ -509,9 +512,9 @@ TEST_P(ud_zv_only, a_peer_back_after_its_connection_was_reclaimed_loses_nothing)
     }, 10));
     ud::ud_iface *di = ud::to_ud(d.iface);
     // c "computes": only d progresses, past its two TIMEOUTs of silence.
-    ASSERT_TRUE(run_until({&d}, [&] { return di->reclaimed == 1; }, 10))
+    ASSERT_TRUE(run_until({&d}, [&] { return di->super.reclaimed == 1; }, 10))
             << "the silent connection was not reclaimed";
-    EXPECT_EQ(0u, di->conns.count());
+    EXPECT_EQ(0u, di->super.conns.count());
     for (uint64_t v = 10; v < 20; ++v) {
         ASSERT_TRUE(send(v));
     }
@@ -525,7 +528,7 @@ TEST_P(ud_zv_only, a_peer_back_after_its_connection_was_reclaimed_loses_nothing)
     }
     EXPECT_EQ(want, sink.got) << "each message once, in order";
     EXPECT_EQ(1u, di->revived);
-    EXPECT_EQ(1u, di->conns.count());
+    EXPECT_EQ(1u, di->super.conns.count());
     EXPECT_EQ(0u, s_ep_errors);
     uct_ep_destroy(ep);
     close_side(c);

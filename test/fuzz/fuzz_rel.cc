@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: the software reliability state machine of ud_zv/uc_zv
-// (src/ud/rel.h), driven by an input-chosen script of operations.
+// (src/rd/rel.h), driven by an input-chosen script of operations.
 //
 // Three parts run on every input, each against a small model:
 //  1. a sender facing a hostile peer: arbitrary acks and NAKs (any psn),
@@ -18,7 +18,7 @@
 //     in order; the sender releases only what the receiver delivered; then,
 //     on a clean wire, everything is delivered and released in a bounded
 //     number of round trips unless the peer was declared dead.
-#include "ud/rel.h"
+#include "rd/rel.h"
 
 #include "fuzz_common.h"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: the receive-side validation of ud_zv and uc_zv
-// (src/ud/ud_wire.cc): parse_packet, a datagram as the UD QP hands it over
-// (40-byte GRH, ud_hdr, body), and parse_hdr, the same without GRH (a SEND
+// (src/rd/rd_wire.cc, src/ud/ud_iface.h): parse_packet, a datagram as the UD QP hands it over
+// (40-byte GRH, rd_hdr, body), and parse_hdr, the same without GRH (a SEND
 // on a uc_zv queue pair). Every input goes through both; its first four
 // bytes are also a uc_zv put's immediate data (decode_put_imm).
 #include "ud/ud_iface.h"
@@ -18,44 +18,44 @@ namespace {
 void check_accepted(const char *pkt, size_t size, size_t hdr_off, const parsed_pkt &p)
 {
     // The header and the body lie inside the packet...
-    ZV_FUZZ_CHECK(size >= hdr_off + sizeof(ud_hdr));
-    ZV_FUZZ_CHECK(p.body == pkt + hdr_off + sizeof(ud_hdr));
-    ZV_FUZZ_CHECK(p.body_len == size - hdr_off - sizeof(ud_hdr));
-    ZV_FUZZ_CHECK(std::memcmp(&p.hdr, pkt + hdr_off, sizeof(ud_hdr)) == 0);
-    ZV_FUZZ_CHECK(p.hdr.magic == ud_hdr::magic_value);
+    ZV_FUZZ_CHECK(size >= hdr_off + sizeof(rd_hdr));
+    ZV_FUZZ_CHECK(p.body == pkt + hdr_off + sizeof(rd_hdr));
+    ZV_FUZZ_CHECK(p.body_len == size - hdr_off - sizeof(rd_hdr));
+    ZV_FUZZ_CHECK(std::memcmp(&p.hdr, pkt + hdr_off, sizeof(rd_hdr)) == 0);
+    ZV_FUZZ_CHECK(p.hdr.magic == rd_hdr::magic_value);
     (void)zv::fuzz::read_all(p.body, p.body_len);
     // ...and every field the receive path then reads without further checks
     // is in range: the AM id indexes UCT's handler table, the bodies are
-    // copied out whole (ud_iface.cc: handle_creq, the DISC and ALIVE cases,
-    // handle_ep_packet; ud_reclaim.cc: answer_probe; uc.cc: uc_handle).
+    // copied out whole (ud_rx.cc: handle_creq, handle_from_ep; rd_ep.cc:
+    // ep_packet; ud_reclaim.cc: answer_probe; uc.cc: rx_packet).
     switch (p.hdr.type) {
-    case ud_hdr::data:
+    case rd_hdr::data:
         ZV_FUZZ_CHECK(p.hdr.am_id < UCT_AM_ID_MAX);
         break;
-    case ud_hdr::ack:
-    case ud_hdr::nak:
+    case rd_hdr::ack:
+    case rd_hdr::nak:
         break;
-    case ud_hdr::creq: {
+    case rd_hdr::creq: {
         creq_body b;
         ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
         std::memcpy(&b, p.body, sizeof(b));
         break;
     }
-    case ud_hdr::crep:
-    case ud_hdr::rebind: {
+    case rd_hdr::crep:
+    case rd_hdr::rebind: {
         crep_body b;
         ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
         std::memcpy(&b, p.body, sizeof(b));
         break;
     }
-    case ud_hdr::disc:
-    case ud_hdr::alive: {
+    case rd_hdr::disc:
+    case rd_hdr::alive: {
         disc_body b;
         ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
         std::memcpy(&b, p.body, sizeof(b));
         break;
     }
-    case ud_hdr::probe: {
+    case rd_hdr::probe: {
         probe_body b;
         ZV_FUZZ_CHECK(p.body_len >= sizeof(b));
         std::memcpy(&b, p.body, sizeof(b));

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ud/rel.h over a seeded lossy in-memory wire: exactly once, in order,
+// rd/rel.h over a seeded lossy in-memory wire: exactly once, in order,
 // bounded memory, dead-peer detection, hostile acks, receiver verdicts.
-#include "ud/rel.h"
+#include "rd/rel.h"
 
 #include <gtest/gtest.h>
 

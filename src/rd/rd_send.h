@@ -1,20 +1,20 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The send path's inline helpers, for ud_ep.cc (active messages) and
+// The send path's inline helpers, for rd_ep.cc (active messages) and
 // uc_put.cc (uc_zv's puts).
-#ifndef ZV_UD_UD_SEND_H
-#define ZV_UD_UD_SEND_H
+#ifndef ZV_RD_RD_SEND_H
+#define ZV_RD_RD_SEND_H
 
-#include "ud/ud_ep.h"
+#include "rd/rd_ep.h"
 
 #include <algorithm>
 
-namespace zv::ud {
+namespace zv::rd {
 
-inline ucs_status_t check_tx(ud_ep *ep)
+inline ucs_status_t check_tx(rd_ep *ep)
 {
-    ud_iface *iface = ep->iface;
-    if (__builtin_expect(ep->st != ud_ep::state::connected, 0)) {
-        return (ep->st == ud_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
+    rd_iface *iface = ep->iface;
+    if (__builtin_expect(ep->st != rd_ep::state::connected, 0)) {
+        return (ep->st == rd_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
     }
     if (__builtin_expect(ep->tx.window_full() || (ep->resend_next != nullptr) ||
                          (iface->tx_outstanding >= iface->tx_limit), 0)) {
@@ -24,7 +24,7 @@ inline ucs_status_t check_tx(ud_ep *ep)
 }
 
 /// A send descriptor with room for 'payload' bytes after the header.
-inline tx_desc *desc_get(ud_ep *ep, uint8_t type, size_t payload)
+inline tx_desc *desc_get(rd_ep *ep, uint8_t type, size_t payload)
 {
     iface::buffer *b = (payload <= small_payload) ? ep->iface->tx_small_pool.get() :
                                                     ep->iface->tx_pool.get();
@@ -41,18 +41,18 @@ inline tx_desc *desc_get(ud_ep *ep, uint8_t type, size_t payload)
     d->acked     = false;
     d->num_sge   = 1;
     d->opcode    = IBV_WR_SEND;
-    ud_hdr *h    = d->hdr();
+    rd_hdr *h    = d->hdr();
     h->dest      = ep->peer_conn;
     h->ack_dest  = 0;
     h->ack_psn   = 0;
     h->type      = type;
     h->am_id     = 0;
-    h->magic     = ud_hdr::magic_value;
+    h->magic     = rd_hdr::magic_value;
     return d;
 }
 
 /// The partner receive connection's ack rides along, if one is owed.
-inline void piggyback(ud_ep *ep, ud_hdr *h)
+inline void piggyback(rd_ep *ep, rd_hdr *h)
 {
     rx_conn *c = ep->partner;
     if ((c != nullptr) && c->rx.owes() && !c->rx.nak_due()) {
@@ -82,8 +82,8 @@ inline bool add_iov(tx_desc *d, const uct_iov_t *iov, size_t iovcnt)
 
 /// Number the packet, keep it for retransmission, post it. A failed post
 /// leaves it in the window: the timer sends it again.
-void send_desc(ud_ep *ep, tx_desc *d, size_t len);
+void send_desc(rd_ep *ep, tx_desc *d, size_t len);
 
-} // namespace zv::ud
+} // namespace zv::rd
 
 #endif

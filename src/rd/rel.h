@@ -2,8 +2,8 @@
 // Software reliability for unreliable transports: the per-connection state
 // machine (sequence numbers, window, cumulative acks, retransmission, peer
 // timeout), independent of verbs so it can be driven by a lossy test channel.
-#ifndef ZV_UD_REL_H
-#define ZV_UD_REL_H
+#ifndef ZV_RD_REL_H
+#define ZV_RD_REL_H
 
 #include <cstdint>
 

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ud_zv/uc_zv send side: posting packets and control packets, address
-// handles, releasing acknowledged descriptors.
-#include "ud/ud_ep.h"
+// The reliable-datagram send side: posting packets and control packets,
+// releasing acknowledged descriptors.
+#include "rd/rd_ep.h"
 
 #include <ucs/debug/log_def.h>
 
 #include <cstring>
 
-namespace zv::ud {
+namespace zv::rd {
 
-ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
+ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d)
 {
     if (iface->tx_outstanding >= iface->tx_limit) {
         return UCS_ERR_NO_RESOURCE;
@@ -23,19 +23,17 @@ ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
     if ((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) {
         wr.send_flags |= IBV_SEND_INLINE;
     }
-    ibv_qp *qp = iface->qp;
-    if (iface->uc) {
-        qp = ep->qp;
-        if (d->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-            wr.imm_data            = put_imm(d->pkt.psn);
-            wr.wr.rdma.remote_addr = d->remote_addr;
-            wr.wr.rdma.rkey        = d->rkey;
-        }
+    // On a connected QP the provider ignores the datagram address.
+    if (d->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        wr.imm_data            = put_imm(d->pkt.psn);
+        wr.wr.rdma.remote_addr = d->remote_addr;
+        wr.wr.rdma.rkey        = d->rkey;
     } else {
         wr.wr.ud.ah          = ep->ah;
         wr.wr.ud.remote_qpn  = ep->peer_qpn;
-        wr.wr.ud.remote_qkey = qkey;
+        wr.wr.ud.remote_qkey = iface->qkey;
     }
+    ibv_qp *qp = ep->qp;
     ibv_send_wr *bad;
     int ret = ibv_post_send(qp, &wr, &bad);
     if (__builtin_expect(ret != 0, 0)) {
@@ -47,8 +45,8 @@ ucs_status_t post_desc(ud_iface *iface, ud_ep *ep, tx_desc *d)
     return UCS_OK;
 }
 
-ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
-                      const ud_hdr &hdr, const void *body, size_t body_len)
+ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
+                      const rd_hdr &hdr, const void *body, size_t body_len)
 {
     if (iface->tx_outstanding >= iface->tx_limit) {
         return UCS_ERR_NO_RESOURCE;
@@ -56,7 +54,7 @@ ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
     // Control packets are small: inline from the stack when the device
     // allows, else from a small registered buffer released on completion.
     const size_t len = sizeof(hdr) + body_len;
-    char inl[sizeof(ud_hdr) + 32];
+    char inl[sizeof(rd_hdr) + 32];
     iface::buffer *b = nullptr;
     char *data       = inl;
     if ((len > iface->max_inline) || (len > sizeof(inl))) {
@@ -78,11 +76,9 @@ ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
     wr.num_sge           = 1;
     wr.opcode            = IBV_WR_SEND;
     wr.send_flags        = IBV_SEND_SIGNALED | ((b == nullptr) ? IBV_SEND_INLINE : 0);
-    if (!iface->uc) {
-        wr.wr.ud.ah          = ah;
-        wr.wr.ud.remote_qpn  = qpn;
-        wr.wr.ud.remote_qkey = qkey;
-    }
+    wr.wr.ud.ah          = ah; // (ignored on a connected QP)
+    wr.wr.ud.remote_qpn  = qpn;
+    wr.wr.ud.remote_qkey = iface->qkey;
     ibv_send_wr *bad;
     int ret = ibv_post_send(qp, &wr, &bad);
     if (ret != 0) {
@@ -97,43 +93,20 @@ ucs_status_t send_ctl(ud_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
     return UCS_OK;
 }
 
-ucs_status_t send_to_ep(ud_iface *iface, const rx_conn *c, uint8_t type, const void *body,
+ucs_status_t send_to_ep(rd_iface *iface, const rx_conn *c, uint8_t type, const void *body,
                         size_t body_len)
 {
-    ud_hdr h  = {};
+    rd_hdr h  = {};
     h.dest    = c->peer_ep;
     h.ack_psn = c->rx.ack_psn();
     h.type    = type;
-    h.magic   = ud_hdr::magic_value;
-    return send_ctl(iface, iface->uc ? c->qp : iface->qp, c->ah, c->peer_qpn, h, body,
-                    body_len);
+    h.magic   = rd_hdr::magic_value;
+    return send_ctl(iface, c->qp, c->ah, c->peer_qpn, h, body, body_len);
 }
 
-ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p)
+void release_desc(rd_iface *iface, tx_desc *d)
 {
-    std::vector<uint8_t> key = gid_key(peer);
-    key.push_back(static_cast<uint8_t>(peer.lid));
-    key.push_back(static_cast<uint8_t>(peer.lid >> 8));
-    auto it = iface->ahs.find(key);
-    if (it != iface->ahs.end()) {
-        *ah_p = it->second;
-        return UCS_OK;
-    }
-    const verbs::remote_port rp = iface::to_remote(peer);
-    ibv_ah *ah;
-    ucs_status_t status = verbs::create_ah(iface->super.md->dev, *iface->super.port,
-                                           rp, &ah);
-    if (status != UCS_OK) {
-        return status;
-    }
-    iface->ahs.emplace(std::move(key), ah);
-    *ah_p = ah;
-    return UCS_OK;
-}
-
-void release_desc(ud_iface *iface, tx_desc *d)
-{
-    ud_ep *ep              = d->ep;
+    rd_ep *ep              = d->ep;
     uct_completion_t *comp = d->comp;
     ucs_status_t status    = d->status;
     iface::buffer_pool::put(d->buf);
@@ -147,4 +120,4 @@ void release_desc(ud_iface *iface, tx_desc *d)
     }
 }
 
-} // namespace zv::ud
+} // namespace zv::rd

@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The reliable-datagram interface: opening and closing what the transports
+// share, progress, send completions, timers (the receive path is rd_rx.cc).
+#include "rd/rd_ep.h"
+
+#include <ucs/debug/log_def.h>
+#include <ucs/time/time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace zv::rd {
+
+namespace {
+
+constexpr unsigned tx_poll_batch = 16;
+
+unsigned poll_tx(rd_iface *iface)
+{
+    ibv_wc wc[tx_poll_batch];
+    int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
+    for (int i = 0; i < n; ++i) {
+        --iface->tx_outstanding;
+        if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
+            // A packet that did not leave is like one lost on the wire; what
+            // it means for the QP is the transport's to say.
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+                ucs_debug("qp 0x%x: send completion error: %s", wc[i].qp_num,
+                          ibv_wc_status_str(wc[i].status));
+            }
+            iface->tl->wc_error(iface, wc[i]);
+        }
+        if (wc[i].wr_id & wr_id_ctl) {
+            // A control packet: its buffer (none when it went inline) is free.
+            auto *cb = reinterpret_cast<iface::buffer *>(wc[i].wr_id & ~wr_id_ctl);
+            if (cb != nullptr) {
+                iface::buffer_pool::put(cb);
+            }
+            continue;
+        }
+        auto *d = reinterpret_cast<tx_desc *>(wc[i].wr_id);
+        if ((--d->in_flight == 0) && d->acked) {
+            release_desc(iface, d);
+        }
+    }
+    return static_cast<unsigned>(n > 0 ? n : 0);
+}
+
+} // namespace
+
+unsigned progress_begin(rd_iface *iface)
+{
+    iface->in_progress = true;
+    unsigned count     = poll_rx(iface) + poll_tx(iface);
+    if ((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) {
+        ucs_time_t now = ucs_get_time();
+        if (now >= iface->next_timer) {
+            iface->next_timer = now + iface->timer_tick;
+            count += check_timers(iface, now);
+        }
+    }
+    if (iface->pending_eps != nullptr) {
+        dispatch_pending(iface);
+    }
+    return count;
+}
+
+void progress_end(rd_iface *iface)
+{
+    iface->in_progress = false;
+    if (__builtin_expect(!iface->graveyard.empty(), 0)) {
+        free_deferred(iface);
+    }
+}
+
+// ---------------------------------------------------------------- open, close
+
+ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl, const uct_iface_ops_t *ops,
+                        uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                        const uct_iface_config_t *config, const rd_settings &settings)
+{
+    ucs_status_t status = iface::init(&iface->super, ops, &iface::internal_ops, md, worker,
+                                      params, config, settings.common);
+    if (status != UCS_OK) {
+        return status;
+    }
+    iface->tl       = tl;
+    iface->settings = settings;
+    iface->tx_limit = settings.common.tx_queue_len;
+    const verbs::device &dev = iface->super.md->dev;
+    iface->send_cq = ibv_create_cq(dev.ctx(), static_cast<int>(settings.common.tx_queue_len),
+                                   nullptr, nullptr, 0);
+    iface->recv_cq = (iface->send_cq == nullptr) ? nullptr :
+                     ibv_create_cq(dev.ctx(), static_cast<int>(settings.common.rx_queue_len),
+                                   nullptr, nullptr, 0);
+    if ((iface->send_cq == nullptr) || (iface->recv_cq == nullptr)) {
+        ucs_error("%s: %s: ibv_create_cq() failed: %m", dev.name().c_str(), tl->name);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
+                         size_t tx_payload, ibv_srq *srq, ibv_qp *qp)
+{
+    const verbs::device &dev = iface->super.md->dev;
+    const rd_settings &s     = iface->settings;
+    const char *tl           = iface->tl->name;
+    const int node           = iface->super.md->locality.numa_node;
+    iface->rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
+                         params->rx_headroom : 0;
+    std::string rx_name(tl), tx_name(tl), small_name(tl);
+    rx_name += " receive";
+    tx_name += " send";
+    small_name += " small send";
+    ucs_status_t status = iface->rx_pool.init(&dev, rx_name.c_str(),
+                                              iface->rx_offset + sizeof(rd_hdr) +
+                                                      iface->max_payload,
+                                              iface->rx_headroom, 256, 0,
+                                              IBV_ACCESS_LOCAL_WRITE, node);
+    if (status == UCS_OK) {
+        status = iface->tx_pool.init(&dev, tx_name.c_str(),
+                                     sizeof(tx_desc) + sizeof(rd_hdr) + tx_payload, 0, 128,
+                                     s.common.tx_max_bufs, IBV_ACCESS_LOCAL_WRITE, node);
+    }
+    if (status == UCS_OK) {
+        status = iface->tx_small_pool.init(&dev, small_name.c_str(),
+                                           sizeof(tx_desc) + sizeof(rd_hdr) + small_payload,
+                                           0, 256, 0, IBV_ACCESS_LOCAL_WRITE, node);
+    }
+    if (status == UCS_OK) {
+        // Send buffers first: receive buffers take what locked memory is
+        // left (see the ring's fill below).
+        status = iface->tx_small_pool.reserve();
+    }
+    if (status == UCS_OK) {
+        status = iface->tx_pool.reserve();
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    iface->release_desc.super.cb = release_rx;
+    iface->release_desc.owner    = iface;
+    iface->fault.init(s.fault);
+    if (iface->fault.on()) {
+        ucs_diag("%s: fault injection in the receive path: drop %g, duplicate %g, "
+                 "reorder %g, seed %lu", tl, s.fault.drop, s.fault.dup, s.fault.reorder,
+                 s.fault.seed);
+    }
+    uint64_t tick     = std::min(s.rel.rto_init, s.rel.ack_delay) / 2;
+    iface->timer_tick = (tick > 0) ? tick : 1;
+    iface->rx_ring.init(&iface->rx_pool, srq, qp, s.common.rx_queue_len, s.rx_batch);
+    std::string var(iface->tl->prefix);
+    var += "RX_QUEUE_LEN";
+    status = iface->rx_ring.fill(dev.name().c_str(), tl, var.c_str());
+    if (status != UCS_OK) {
+        return status;
+    }
+    ucs_debug("%s:%u: %s iface %p: qp 0x%x, %u receive buffers, max payload %u, "
+              "max inline %u, window %u", dev.name().c_str(), iface->super.port->port_num,
+              tl, iface, iface->addr_qpn, iface->rx_ring.posted(), iface->max_payload,
+              iface->max_inline, s.rel.window);
+    iface::watch_events(&iface->super, handle_event);
+    return UCS_OK;
+}
+
+void close_begin(rd_iface *iface)
+{
+    uct_base_iface_progress_disable(&iface->super.super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
+              "order dropped, %lu invalid, %lu spoofed, %lu connections refused, "
+              "%lu puts received, %lu zero-copy puts sent, %lu QP resets; "
+              "%zu receive connections open, %lu reclaimed; "
+              "injected %lu drops, %lu duplicates, %lu reorders",
+              iface->tl->name, iface, iface->resent, iface->dup_rx, iface->gap_rx,
+              iface->bad_rx, iface->spoofed_rx, iface->refused_conns, iface->rx_puts,
+              iface->tx_put_zcopy, iface->qp_resets, iface->conns.count(), iface->reclaimed,
+              iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
+    if (iface->held_buf != nullptr) {
+        iface::buffer_pool::put(iface->held_buf);
+        iface->held_buf = nullptr;
+    }
+}
+
+void close_eps(rd_iface *iface)
+{
+    for (rd_ep *ep : iface->eps.slots()) {
+        if (ep != nullptr) {
+            ep_free(ep);
+        }
+    }
+    for (rd_ep *ep : iface->graveyard) {
+        ep_free(ep);
+    }
+    iface->graveyard.clear();
+    for (rx_conn *c : iface->conns.slots()) {
+        delete c;
+    }
+}
+
+void close_cqs(rd_iface *iface)
+{
+    const char *dev = iface->super.md->dev.name().c_str();
+    if ((iface->recv_cq != nullptr) && (ibv_destroy_cq(iface->recv_cq) != 0)) {
+        ucs_warn("%s: ibv_destroy_cq(recv) failed: %m", dev);
+    }
+    if ((iface->send_cq != nullptr) && (ibv_destroy_cq(iface->send_cq) != 0)) {
+        ucs_warn("%s: ibv_destroy_cq(send) failed: %m", dev);
+    }
+}
+
+// ---------------------------------------------------------------- ops
+
+ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
+{
+    rd_iface *iface = to_rd(uct_iface);
+    iface::query_common(&iface->super, attr);
+    attr->iface_addr_len = sizeof(iface_addr);
+    attr->ep_addr_len    = 0;
+    attr->max_conn_priv  = 0;
+    attr->cap.flags      = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                           UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                           UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                           UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    attr->cap.event_flags = 0; // retransmission needs progress: no sleeping
+    attr->cap.am.max_short       = iface->max_payload - sizeof(uint64_t);
+    attr->cap.am.max_bcopy       = iface->max_payload;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = iface->max_payload;
+    attr->cap.am.max_hdr         = std::min<size_t>(64, iface->max_payload);
+    attr->cap.am.max_iov         = max_sge - 1;
+    attr->cap.am.opt_zcopy_align = 512;
+    attr->cap.am.align_mtu       = iface->super.port->mtu_bytes;
+    // Software acks and a copy per packet on both sides.
+    attr->overhead = 100e-9;
+    return UCS_OK;
+}
+
+ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
+{
+    auto *a = reinterpret_cast<iface_addr *>(addr);
+    iface::pack_qpn(a->qpn, to_rd(uct_iface)->addr_qpn);
+    return UCS_OK;
+}
+
+int is_reachable(const uct_iface_h uct_iface, const uct_device_addr_t *dev_addr,
+                 const uct_iface_addr_t *)
+{
+    return (dev_addr != nullptr) &&
+           iface::is_device_reachable(&to_rd(uct_iface)->super, dev_addr);
+}
+
+ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp)
+{
+    rd_iface *iface = to_rd(uct_iface);
+    if (comp != nullptr) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    for (rd_ep *ep : iface->eps.slots()) {
+        if ((ep != nullptr) && (ep->unreleased > 0)) {
+            return UCS_INPROGRESS;
+        }
+    }
+    return UCS_OK;
+}
+
+ucs_status_t iface_fence(uct_iface_h, unsigned)
+{
+    return UCS_OK;
+}
+
+// ---------------------------------------------------------------- shared
+
+unsigned check_timers(rd_iface *iface, ucs_time_t now)
+{
+    unsigned count = 0;
+    std::vector<uint32_t> failed;
+    for (rd_ep **p = &iface->busy_eps; *p != nullptr;) {
+        rd_ep *ep = *p;
+        if (ep->resend_next != nullptr) {
+            count += resend_continue(ep);
+        }
+        switch (ep->tx.on_timer(now)) {
+        case rel::sender::timer_result::idle:
+            if (ep->resend_next == nullptr) {
+                *p          = ep->busy_next;
+                ep->on_busy = false;
+                continue;
+            }
+            break;
+        case rel::sender::timer_result::wait:
+            break;
+        case rel::sender::timer_result::resend:
+            resend_all(ep);
+            ++count;
+            break;
+        case rel::sender::timer_result::failed:
+            failed.push_back(ep->id);
+            break;
+        }
+        p = &ep->busy_next;
+    }
+    // Error callbacks may destroy endpoints: look each one up again.
+    for (uint32_t id : failed) {
+        rd_ep *ep = iface->eps.find(id);
+        if (ep != nullptr) {
+            ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT,
+                    (ep->st == rd_ep::state::connecting) ?
+                            "the peer's interface answered no connection request within "
+                            "the peer timeout" :
+                            "no acknowledgement within the peer timeout");
+        }
+    }
+    if (iface->owe_conns != nullptr) {
+        send_acks(iface, now);
+    }
+    return count;
+}
+
+// ---------------------------------------------------------------- connections
+
+rx_conn *conn_alloc(rd_iface *iface, rel::psn_t first_psn)
+{
+    if (iface->conns.full()) {
+        return nullptr;
+    }
+    auto *c = new (std::nothrow) rx_conn{};
+    if (c == nullptr) {
+        return nullptr;
+    }
+    c->id = iface->conns.add(c);
+    c->rx.init(&iface->settings.rel, first_psn);
+    return c;
+}
+
+void find_partner(rd_iface *iface, rx_conn *c)
+{
+    for (rd_ep *ep : iface->eps.slots()) {
+        if ((ep != nullptr) && (ep->partner == nullptr) && (ep->peer_qpn == c->peer_qpn) &&
+            (std::memcmp(ep->peer.gid, c->peer.gid, sizeof(c->peer.gid)) == 0)) {
+            ep->partner = c;
+            c->partner  = ep;
+            return;
+        }
+    }
+}
+
+void find_partner(rd_ep *ep)
+{
+    for (rx_conn *c : ep->iface->conns.slots()) {
+        if ((c != nullptr) && (c->partner == nullptr) && (c->peer_qpn == ep->peer_qpn) &&
+            (std::memcmp(c->peer.gid, ep->peer.gid, sizeof(ep->peer.gid)) == 0)) {
+            c->partner  = ep;
+            ep->partner = c;
+            return;
+        }
+    }
+}
+
+void conn_free(rd_iface *iface, rx_conn *c)
+{
+    if (iface->tl->conn_freed != nullptr) {
+        iface->tl->conn_freed(iface, c);
+    }
+    if (c->partner != nullptr) {
+        c->partner->partner = nullptr;
+    }
+    for (rx_conn **p = &iface->owe_conns; *p != nullptr; p = &(*p)->owe_next) {
+        if (*p == c) {
+            *p = c->owe_next;
+            break;
+        }
+    }
+    iface->conns.remove(c->id);
+    delete c;
+}
+
+} // namespace zv::rd

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The reliable-datagram core under ud_zv and uc_zv: packets, send
+// descriptors, endpoints and receive connections, acknowledgements,
+// retransmission, timers. The transports (src/ud, src/uc) supply the queue
+// pairs and the connection setup (rd_transport).
+#ifndef ZV_RD_RD_IFACE_H
+#define ZV_RD_RD_IFACE_H
+
+#include "iface/buffer_pool.h"
+#include "iface/fault.h"
+#include "iface/rx_ring.h"
+#include "iface/zv_iface.h"
+#include "rd/rel.h"
+#include "verbs/qp.h"
+
+#include <vector>
+
+namespace zv::rd {
+
+/*
+ * A connection is one-directional: an endpoint (rd_ep, what UCT hands to
+ * UCP) sends, and a receive connection (rx_conn, at the peer) receives and
+ * acknowledges. Every packet starts with rd_hdr; 'dest' names the object it
+ * is for at the receiver (DATA, CREQ, DISC: an rx_conn; ACK, NAK, CREP: an
+ * rd_ep). Sequence numbers, the window, acks and retransmission are rel.h's.
+ * When an endpoint and a receive connection join the same pair of
+ * interfaces, they are partners: the receive connection's ack rides in the
+ * endpoint's DATA headers (ack_dest/ack_psn) instead of a packet of its own.
+ *
+ * What carries the packets is the transport's: ud_zv (src/ud) sends them as
+ * datagrams on one UD QP per interface and sets connections up in band
+ * (CREQ/CREP, psn 0 of the stream); uc_zv (src/uc) sends them on connected
+ * UC QPs that the connection manager sets up. The core sees a transport
+ * through rd_transport and through data: each endpoint and receive
+ * connection names the QP it sends on and, for a datagram QP, the address
+ * handle and QP number of the peer.
+ *
+ * Ids are 32 bits: a table index in the low 20 bits and a generation in the
+ * high 12, so a packet for an object that was freed (and its slot reused)
+ * is recognised and dropped. Every field of a received header is checked
+ * before use.
+ */
+
+/// On-wire header of every packet of ud_zv and uc_zv (little-endian hosts).
+struct __attribute__((packed)) rd_hdr {
+    static constexpr uint16_t magic_value = 0x5a55; // "ZU"
+    enum : uint8_t {
+        data = 1, ack = 2, nak = 3, creq = 4, crep = 5, disc = 6,
+        probe = 7, ///< to an rd_ep: do you still exist? (probe_body)
+        alive = 8, ///< the answer, to its rx_conn (disc_body: the endpoint)
+        /// to an rd_ep whose receive connection was reclaimed and is back:
+        /// it is now crep_body's conn_id; ack_psn: the last psn delivered
+        rebind = 9
+    };
+
+    uint32_t dest;     ///< id of the receiving object (see above)
+    uint32_t ack_dest; ///< DATA: endpoint id a piggybacked ack is for (0: none)
+    uint16_t psn;      ///< DATA, CREQ: sequence number
+    uint16_t ack_psn;  ///< ACK, NAK, CREP, piggyback: last psn delivered
+    uint8_t  type;
+    uint8_t  am_id;    ///< DATA
+    uint16_t magic;
+};
+
+/// CREQ payload: who is asking, and where to answer.
+struct __attribute__((packed)) creq_body {
+    uint32_t           ep_id;
+    iface::device_addr dev;
+};
+
+/// CREP payload: the receive connection that now exists for the endpoint.
+struct __attribute__((packed)) crep_body {
+    uint32_t conn_id;
+};
+
+/// DISC payload: the endpoint that is going away.
+struct __attribute__((packed)) disc_body {
+    uint32_t ep_id;
+};
+
+/// PROBE payload: the receive connection that asks.
+struct __attribute__((packed)) probe_body {
+    uint32_t conn_id;
+};
+/// Interface address of both transports: the QP number the peer's
+/// endpoints address first (ud_zv: its UD QP; uc_zv: its connection
+/// manager's).
+struct __attribute__((packed)) iface_addr {
+    uint8_t qpn[3];
+};
+
+/// A received packet whose header passed the checks that need no state.
+struct parsed_pkt {
+    rd_hdr      hdr;
+    const char *body;
+    size_t      body_len;
+};
+
+/// Validate a received packet (rd_hdr first): length, magic, known type,
+/// AM id, and the body length its type needs. No state is touched; the
+/// caller still checks that ids name live objects of the sending QP.
+[[nodiscard]] bool parse_hdr(const char *pkt, size_t len, parsed_pkt *out);
+
+/// A reliable packet may be an RDMA WRITE with immediate data (uc_zv's
+/// put): the immediate is a marker bit and the psn, and the receive
+/// completion of the write is the packet.
+constexpr uint32_t put_imm_flag = 0x80000000u;
+inline uint32_t put_imm(uint16_t psn) { return __builtin_bswap32(put_imm_flag | psn); }
+/// The receive side of put_imm: 'host_imm' is ntohl(wc.imm_data). True, with
+/// the psn, only for what put_imm produces (the marker bit, no other bits).
+[[nodiscard]] inline bool decode_put_imm(uint32_t host_imm, uint16_t *psn)
+{
+    if ((host_imm & ~(put_imm_flag | 0xffffu)) != 0 || !(host_imm & put_imm_flag)) {
+        return false;
+    }
+    *psn = static_cast<uint16_t>(host_imm);
+    return true;
+}
+
+/// Payload that fits a small send buffer: short messages, connection
+/// requests, zero-copy headers, control packets. Everything else (bcopy)
+/// takes a full packet-sized buffer.
+constexpr size_t small_payload = 128;
+
+constexpr unsigned max_sge   = 4;  ///< header + up to 3 iov entries
+constexpr uint64_t wr_id_ctl = 1; ///< wr_id low bit: control packet (no descriptor)
+constexpr unsigned id_bits   = 20;
+constexpr uint32_t id_index_mask = (1u << id_bits) - 1;
+/// Largest transport header in front of rd_hdr in a receive buffer (the
+/// GRH of a datagram).
+constexpr size_t   max_rx_offset = 40;
+
+/// Objects by 32-bit id: a slot index (low id_bits) and a generation (high
+/// bits), so an id of a freed object no longer finds anything after its
+/// slot is reused. Id 0 is never given out ("none").
+template <class T> class id_table {
+public:
+    id_table() : m_slots(1, nullptr), m_gen(1, 0) {}
+
+    bool full() const { return m_free.empty() && (m_slots.size() > id_index_mask); }
+    /// Objects stored.
+    size_t count() const { return m_slots.size() - 1 - m_free.size(); }
+
+    /// Store p; returns its id. The caller checked full().
+    uint32_t add(T *p)
+    {
+        uint32_t idx;
+        if (m_free.empty()) {
+            idx = static_cast<uint32_t>(m_slots.size());
+            m_slots.push_back(p);
+            m_gen.push_back(0);
+        } else {
+            idx = m_free.back();
+            m_free.pop_back();
+            m_slots[idx] = p;
+        }
+        return (static_cast<uint32_t>(m_gen[idx]) << id_bits) | idx;
+    }
+
+    /// The object with this id, or null (never given out, or freed).
+    T *find(uint64_t id) const
+    {
+        uint32_t idx = static_cast<uint32_t>(id) & id_index_mask;
+        return ((id >> 32) == 0) && (idx < m_slots.size()) &&
+               (m_gen[idx] == (static_cast<uint32_t>(id) >> id_bits)) ? m_slots[idx] : nullptr;
+    }
+
+    void remove(uint32_t id)
+    {
+        uint32_t idx = id & id_index_mask;
+        m_slots[idx] = nullptr;
+        m_gen[idx]   = static_cast<uint16_t>((m_gen[idx] + 1) & ((1u << (32 - id_bits)) - 1));
+        m_free.push_back(idx);
+    }
+
+    /// Every slot (null where free), for slow-path walks.
+    const std::vector<T *> &slots() const { return m_slots; }
+
+private:
+    std::vector<T *>      m_slots;
+    std::vector<uint16_t> m_gen;
+    std::vector<uint32_t> m_free;
+};
+
+/// Settings of the core (the glue fills them from UCX_UD_ZV_*/UCX_UC_ZV_*).
+/// Times in UCX time units (ucs_time_t).
+struct rd_settings {
+    iface::iface_settings  common;
+    unsigned               rx_batch;
+    unsigned               max_inline;
+    rel::settings          rel;
+    iface::fault_settings  fault;
+};
+
+struct rd_ep;
+struct rd_iface;
+
+/// Send descriptor: at the start of a registered tx buffer, followed by
+/// the header and the copied payload. Released (buffer back to the pool,
+/// completion called) when it is acknowledged and no work request that
+/// reads it is still posted.
+struct tx_desc {
+    rel::tx_pkt       pkt;       ///< first: the sender links these
+    rd_ep            *ep;
+    uct_completion_t *comp;
+    iface::buffer    *buf;
+    ucs_status_t      status;
+    uint16_t          in_flight; ///< posted work requests not completed
+    bool              acked;
+    uint8_t           num_sge;
+    uint8_t           opcode;      ///< IBV_WR_SEND, or RDMA_WRITE_WITH_IMM (uc_zv put)
+    uint32_t          rkey;        ///< put
+    uint64_t          remote_addr; ///< put
+    ibv_sge           sge[max_sge];
+
+    rd_hdr *hdr() { return reinterpret_cast<rd_hdr *>(this + 1); }
+    char *payload() { return reinterpret_cast<char *>(hdr() + 1); }
+};
+
+/// Receiving side of a connection.
+struct rx_conn {
+    uint32_t           id        = 0;
+    uint32_t           peer_ep   = 0;  ///< the sending endpoint's id at the peer
+    uint32_t           peer_qpn  = 0;
+    iface::device_addr peer      = {};
+    ibv_qp            *qp        = nullptr; ///< what its acks go out on
+    ibv_ah            *ah        = nullptr; ///< of the peer, on a datagram QP
+    rel::receiver      rx;
+    rd_ep             *partner   = nullptr;
+    rx_conn           *owe_next  = nullptr; ///< on the iface's list of owed acks
+    bool               on_owe    = false;
+    // Liveness of the sending endpoint, for a transport that reclaims
+    // connections without one (ud_zv: ud_reclaim.cc).
+    bool               heard     = false; ///< an ALIVE since the last scan
+    uint8_t            quiet     = 0;     ///< scans in a row with nothing new
+    uint16_t           seen_psn  = 0;     ///< rx.ack_psn() at the last scan
+};
+
+/// What a transport does that the core cannot: it is the one that knows
+/// its queue pairs. Chosen when the interface opens; constant.
+struct rd_transport {
+    const char *name;   ///< "ud_zv"
+    const char *prefix; ///< of its variables: "UCX_UD_ZV_"
+    /// One received packet, 'pkt' its start in the receive buffer; 'b' is
+    /// null for an injected duplicate. True when UCP kept b.
+    bool (*rx)(rd_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b);
+    /// A work request completed with an error.
+    void (*wc_error)(rd_iface *iface, const ibv_wc &wc);
+    /// The device reported queue pair 'qpn' in the error state.
+    void (*qp_fatal)(rd_iface *iface, uint32_t qpn);
+    /// Receive connection c is about to be freed (may be null).
+    void (*conn_freed)(rd_iface *iface, rx_conn *c);
+    /// Endpoint ep is about to be freed (may be null).
+    void (*ep_freed)(rd_ep *ep);
+};
+
+/// The core of an interface; a transport's interface starts with it. 'super'
+/// first: UCT casts uct_iface_h to it.
+struct rd_iface {
+    iface::zv_iface          super;
+    const rd_transport      *tl       = nullptr;
+    rd_settings              settings;
+    ibv_cq                  *send_cq  = nullptr;
+    ibv_cq                  *recv_cq  = nullptr;
+    iface::buffer_pool       rx_pool;
+    iface::rx_ring           rx_ring;
+    iface::buffer_pool       tx_pool;       ///< descriptors with a full packet
+    iface::buffer_pool       tx_small_pool; ///< descriptors with <= small_payload
+    iface::release_desc      release_desc;
+    uint32_t                 addr_qpn       = 0; ///< the interface address
+    uint32_t                 qkey           = 0; ///< of a datagram QP's peers
+    unsigned                 max_inline     = 0; ///< granted by the device
+    unsigned                 max_payload    = 0; ///< bytes after rd_hdr in one packet
+    unsigned                 tx_outstanding = 0; ///< work requests posted
+    /// Work requests that may be outstanding: TX_QUEUE_LEN, or 0 while the
+    /// transport's QP is broken, so that nothing is posted to it (sends,
+    /// resends, control packets, pending requests) until it has been reset.
+    unsigned                 tx_limit       = 0;
+    size_t                   rx_headroom    = 0;
+    size_t                   rx_offset      = 0; ///< of rd_hdr in a receive buffer
+
+    id_table<rd_ep>          eps;
+    id_table<rx_conn>        conns;
+    /// No send descriptor left and the pool cannot grow (registration
+    /// failed): pending_add queues instead of answering BUSY until an
+    /// acknowledgement returns one.
+    bool                     tx_starved = false;
+
+    rd_ep                   *busy_eps    = nullptr; ///< eps with unacked packets
+    rd_ep                   *pending_eps = nullptr; ///< eps with queued requests
+    rx_conn                 *owe_conns   = nullptr; ///< conns owing an ack
+    std::vector<rd_ep *>     graveyard;  ///< destroyed eps with sends still posted
+    bool                     in_progress = false; ///< inside progress(): defer frees
+    unsigned                 progress_count = 0;
+    ucs_time_t               next_timer  = 0;
+    ucs_time_t               timer_tick  = 0;
+
+    iface::fault_injector    fault;
+    iface::buffer           *held_buf = nullptr; ///< fault injection: reordered packet
+    ibv_wc                   held_wc  = {};
+
+    // Statistics (debug log at close; tests read them). The transport adds
+    // its own to them before close().
+    uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0, rx_puts = 0,
+                             tx_put_zcopy = 0, spoofed_rx = 0, refused_conns = 0,
+                             qp_resets = 0, reclaimed = 0;
+};
+
+inline rd_iface *to_rd(uct_iface_h iface) { return reinterpret_cast<rd_iface *>(iface); }
+
+// ---------------------------------------------------------------- interface
+
+/// First half of opening: UCT's base interface and the completion queues.
+/// The transport then creates its QPs and sets max_payload, max_inline,
+/// rx_offset, addr_qpn and qkey. On failure, close_resources() and
+/// iface::cleanup() undo what was done.
+[[nodiscard]] ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl,
+                                      const uct_iface_ops_t *ops, uct_md_h md,
+                                      uct_worker_h worker, const uct_iface_params_t *params,
+                                      const uct_iface_config_t *config,
+                                      const rd_settings &settings);
+/// Second half: the buffer pools (sends of up to tx_payload bytes), fault
+/// injection, timers, and the receive buffers posted to 'srq' or 'qp'.
+[[nodiscard]] ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
+                                       size_t tx_payload, ibv_srq *srq, ibv_qp *qp);
+/// Free every endpoint and receive connection (before the transport
+/// destroys its QPs' peers' state).
+void close_eps(rd_iface *iface);
+/// Free the completion queues (the transport destroyed its QPs).
+void close_cqs(rd_iface *iface);
+/// Log the statistics, drop a held packet: first thing at close.
+void close_begin(rd_iface *iface);
+ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr);
+ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr);
+int is_reachable(const uct_iface_h uct_iface, const uct_device_addr_t *dev_addr,
+                 const uct_iface_addr_t *);
+ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp);
+ucs_status_t iface_fence(uct_iface_h, unsigned);
+
+/// What every progress does first: receives, send completions, timers,
+/// queued requests. Frees are deferred until progress_end().
+unsigned progress_begin(rd_iface *iface);
+void progress_end(rd_iface *iface);
+
+// ---------------------------------------------------------------- core
+
+/// UCP releases a receive buffer it kept (uct_recv_desc_t callback).
+void release_rx(uct_recv_desc_t *self, void *desc);
+/// Poll the receive CQ: handle what arrived (rd_transport::rx), send due
+/// acks, repost.
+unsigned poll_rx(rd_iface *iface);
+/// Owed acks and NAKs that are due go out as packets of their own.
+void send_acks(rd_iface *iface, ucs_time_t now);
+ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d);
+/// Post a control packet on 'qp' (on a datagram QP: to ah/qpn).
+ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
+                      const rd_hdr &hdr, const void *body, size_t body_len);
+/// A control packet from receive connection c to its endpoint: 'type',
+/// ack_psn the last psn delivered, then 'body'.
+ucs_status_t send_to_ep(rd_iface *iface, const rx_conn *c, uint8_t type, const void *body,
+                        size_t body_len);
+/// A reliable packet (AM or, with am == false, a completed put) for 'c':
+/// the reliability verdict, then delivery. Returns true when UCP kept b.
+bool deliver_data(rd_iface *iface, rx_conn *c, const rd_hdr &hdr, const char *body,
+                  size_t body_len, iface::buffer *b, bool am);
+void release_desc(rd_iface *iface, tx_desc *d);
+void owe_link(rd_iface *iface, rx_conn *c);
+/// A new receive connection (id given, rel state ready, partner found);
+/// null when the table is full or memory is short.
+rx_conn *conn_alloc(rd_iface *iface, rel::psn_t first_psn);
+void conn_free(rd_iface *iface, rx_conn *c);
+/// An endpoint of ours towards the same peer interface as c, without a
+/// partner, becomes c's partner (and the other way round).
+void find_partner(rd_iface *iface, rx_conn *c);
+/// The same from a new endpoint's side.
+void find_partner(rd_ep *ep);
+/// Fail every endpoint still working ('why' for the log).
+void fail_all(rd_iface *iface, const char *why);
+/// The device's asynchronous events, as the core and the transport act on them.
+void handle_event(iface::zv_iface *base, const verbs::async_event &ev);
+
+} // namespace zv::rd
+
+#endif

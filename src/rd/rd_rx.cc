@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The reliable-datagram receive path: polling, fault injection, the
+// reliability verdict, delivery to UCP, owed acknowledgements. What a
+// packet is for is the transport's to find (rd_transport::rx).
+#include "rd/rd_ep.h"
+
+#include <ucs/debug/log_def.h>
+#include <ucs/time/time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace zv::rd {
+
+namespace {
+
+constexpr unsigned rx_poll_batch = 16;
+
+/// Where UCP's data starts in a receive buffer.
+inline char *am_data(const rd_iface *iface, iface::buffer *b)
+{
+    return b->data() + iface->rx_offset + sizeof(rd_hdr);
+}
+
+} // namespace
+
+void release_rx(uct_recv_desc_t *self, void *desc)
+{
+    rd_iface *iface = static_cast<rd_iface *>(
+            reinterpret_cast<iface::release_desc *>(self)->owner);
+    char *data = static_cast<char *>(desc) + iface->rx_headroom;
+    iface::buffer_pool::put(iface->rx_pool.from_data(data - iface->rx_offset - sizeof(rd_hdr)));
+}
+
+namespace {
+
+/// One received packet; consumes 'b' (null for an injected duplicate,
+/// which only reaches the reliability checks).
+void dispatch(rd_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
+{
+    if (!iface->tl->rx(iface, pkt, wc, b) && (b != nullptr)) {
+        iface::buffer_pool::put(b);
+    }
+}
+
+/// A completed receive: through the fault injector when it is on.
+void receive_one(rd_iface *iface, iface::buffer *b, const ibv_wc &wc)
+{
+    if (iface->fault.on()) {
+        switch (iface->fault.next()) {
+        case iface::fault_injector::action::drop:
+            iface::buffer_pool::put(b);
+            return;
+        case iface::fault_injector::action::dup: {
+            char copy[max_rx_offset + sizeof(rd_hdr) + sizeof(creq_body)];
+            ibv_wc wc_copy   = wc;
+            wc_copy.byte_len = static_cast<uint32_t>(std::min<size_t>(wc.byte_len,
+                                                                      sizeof(copy)));
+            std::memcpy(copy, b->data(), wc_copy.byte_len);
+            dispatch(iface, b->data(), wc, b);
+            dispatch(iface, copy, wc_copy, nullptr);
+            return;
+        }
+        case iface::fault_injector::action::hold:
+            if (iface->held_buf == nullptr) {
+                iface->held_buf = b;
+                iface->held_wc  = wc;
+                return;
+            }
+            break;
+        case iface::fault_injector::action::pass:
+            break;
+        }
+    }
+    dispatch(iface, b->data(), wc, b);
+    if (iface->held_buf != nullptr) {
+        // The held packet arrives after this one: reordered.
+        iface::buffer *h = iface->held_buf;
+        iface->held_buf  = nullptr;
+        dispatch(iface, h->data(), iface->held_wc, h);
+    }
+}
+
+} // namespace
+
+/// Owed acks and NAKs that are due go out as packets of their own.
+void send_acks(rd_iface *iface, ucs_time_t now)
+{
+    for (rx_conn **p = &iface->owe_conns; *p != nullptr;) {
+        rx_conn *c = *p;
+        if (!c->rx.owes()) {
+            *p        = c->owe_next;
+            c->on_owe = false;
+            continue;
+        }
+        bool nak = c->rx.nak_due();
+        if (nak || c->rx.ack_due(now)) {
+            if (send_to_ep(iface, c, nak ? rd_hdr::nak : rd_hdr::ack, nullptr, 0) != UCS_OK) {
+                return; // send queue full: next time
+            }
+            c->rx.acked();
+            *p        = c->owe_next;
+            c->on_owe = false;
+            continue;
+        }
+        p = &c->owe_next;
+    }
+}
+
+unsigned poll_rx(rd_iface *iface)
+{
+    ibv_wc wc[rx_poll_batch];
+    int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
+    for (int i = 0; i < n; ++i) {
+        auto *b = reinterpret_cast<iface::buffer *>(wc[i].wr_id);
+        iface->rx_ring.consumed();
+        if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+                ucs_debug("qp 0x%x: receive completion error: %s", wc[i].qp_num,
+                          ibv_wc_status_str(wc[i].status));
+            }
+            iface::buffer_pool::put(b);
+            iface->tl->wc_error(iface, wc[i]);
+            continue;
+        }
+        receive_one(iface, b, wc[i]);
+    }
+    if ((n <= 0) && (iface->held_buf != nullptr)) {
+        // Nothing came after the held packet: let it through now.
+        iface::buffer *h = iface->held_buf;
+        iface->held_buf  = nullptr;
+        dispatch(iface, h->data(), iface->held_wc, h);
+    }
+    if (iface->owe_conns != nullptr) {
+        send_acks(iface, ucs_get_time());
+    }
+    iface->rx_ring.refill();
+    return static_cast<unsigned>(n > 0 ? n : 0);
+}
+
+bool deliver_data(rd_iface *iface, rx_conn *c, const rd_hdr &hdr, const char *,
+                  size_t body_len, iface::buffer *b, bool am)
+{
+    rel::receiver::verdict v = c->rx.on_data(hdr.psn, ucs_get_time());
+    owe_link(iface, c);
+    if (v == rel::receiver::verdict::duplicate) {
+        ++iface->dup_rx;
+        return false;
+    }
+    if ((v == rel::receiver::verdict::gap) || (b == nullptr)) {
+        ++iface->gap_rx;
+        return false;
+    }
+    if (!am) {
+        return false; // a put: its data is in place, nothing to deliver
+    }
+    ucs_status_t status = uct_iface_invoke_am(&iface->super.super, hdr.am_id,
+                                              am_data(iface, b),
+                                              static_cast<unsigned>(body_len),
+                                              UCT_CB_PARAM_FLAG_DESC);
+    if (status == UCS_OK) {
+        return false;
+    }
+    // UCP keeps the data and releases it through release_rx().
+    char *desc = am_data(iface, b) - iface->rx_headroom;
+    *reinterpret_cast<uct_recv_desc_t **>(desc - sizeof(uct_recv_desc_t *)) =
+            &iface->release_desc.super;
+    return true;
+}
+
+void owe_link(rd_iface *iface, rx_conn *c)
+{
+    if (!c->on_owe) {
+        c->on_owe        = true;
+        c->owe_next      = iface->owe_conns;
+        iface->owe_conns = c;
+    }
+}
+
+} // namespace zv::rd

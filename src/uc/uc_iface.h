@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// uc_zv: the reliable-datagram core (src/rd) over connected UC queue pairs.
+#ifndef ZV_UC_UC_IFACE_H
+#define ZV_UC_UC_IFACE_H
+
+#include "iface/conn.h"
+#include "rd/rd_ep.h"
+
+#include <unordered_map>
+
+namespace zv::uc {
+
+using namespace zv::rd; // uc_zv is the core's packets on connected UC QPs
+
+/// uc_zv's settings beyond the core's (UCX_UC_ZV_*).
+struct uc_settings {
+    rd_settings             rd;
+    unsigned                seg_size     = 0;  ///< largest active message
+    unsigned                max_write    = 0;  ///< largest RDMA write per packet
+    double                  conn_timeout = 0;  ///< seconds to connect
+    /// Every message within one packet (auto: on for Soft-RoCE).
+    ucs_on_off_auto_value_t one_packet   = UCS_CONFIG_AUTO;
+};
+
+/// One SRQ; connections set up by the shared connection manager; packets
+/// matched to objects by the queue pair they arrive on.
+struct uc_iface {
+    rd_iface                 super;
+    uc_settings              settings;
+    ibv_srq                 *srq = nullptr;
+    iface::conn_manager      conn;
+    std::unordered_map<uint32_t, rd_ep *>   ep_by_qp;
+    std::unordered_map<uint32_t, rx_conn *> conn_by_qp;
+};
+
+inline uc_iface *to_uc(rd_iface *iface) { return reinterpret_cast<uc_iface *>(iface); }
+inline uc_iface *to_uc(uct_iface_h iface) { return reinterpret_cast<uc_iface *>(iface); }
+
+[[nodiscard]] ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
+                                      const uct_iface_params_t *params,
+                                      const uct_iface_config_t *config,
+                                      const uc_settings &settings, uct_iface_h *iface_p);
+
+// uc_put.cc
+ucs_status_t ep_put_short(uct_ep_h ep, const void *buffer, unsigned length,
+                          uint64_t remote_addr, uct_rkey_t rkey);
+ssize_t ep_put_bcopy(uct_ep_h ep, uct_pack_callback_t pack_cb, void *arg,
+                     uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t ep_put_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
+                          uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp);
+
+} // namespace zv::uc
+
+#endif
