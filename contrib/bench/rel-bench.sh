@@ -62,11 +62,11 @@ for ((i = 1; i <= rounds; ++i)); do
     echo "round $i/$rounds" >&2
     r[lat_v]+=" $(pt 3 -t am_lat -x ud_verbs -d "$dev:1" -s 8 -n "$lat_iters")"
     r[lat_z]+=" $(pt 3 -t am_lat -x ud_zv -d "$dev:1" -s 8 -n "$lat_iters")"
-    r[lat_zl]+=" $(UCX_UD_ZV_FAULT_DROP=0.01 UCX_UD_ZV_FAULT_DUP=0.01 UCX_UD_ZV_FAULT_REORDER=0.01 \
+    r[lat_zl]+=" $(ZV_TESTING_UD_ZV_FAULT_DROP=0.01 ZV_TESTING_UD_ZV_FAULT_DUP=0.01 ZV_TESTING_UD_ZV_FAULT_REORDER=0.01 \
                   pt 3 -t am_lat -x ud_zv -d "$dev:1" -s 8 -n "$lat_iters")"
     r[bw_v]+=" $(UCX_TLS=ud_verbs,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     r[bw_z]+=" $(UCX_TLS=ud_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
-    r[bw_zl]+=" $(UCX_UD_ZV_FAULT_DROP=0.01 UCX_UD_ZV_FAULT_DUP=0.01 UCX_UD_ZV_FAULT_REORDER=0.01 \
+    r[bw_zl]+=" $(ZV_TESTING_UD_ZV_FAULT_DROP=0.01 ZV_TESTING_UD_ZV_FAULT_DUP=0.01 ZV_TESTING_UD_ZV_FAULT_REORDER=0.01 \
                   UCX_TLS=ud_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     for tl in rc_verbs rc_zv uc_zv; do
         r[plat_$tl]+=" $(pt 3 -t put_lat -x $tl -d "$dev:1" -s 8 -n "$lat_iters")"
@@ -75,9 +75,9 @@ for ((i = 1; i <= rounds; ++i)); do
     r[tbw_rc_verbs]+=" $(UCX_TLS=rc_verbs,ud_verbs,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     r[tbw_rc_zv]+=" $(UCX_TLS=rc_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
     r[tbw_uc_zv]+=" $(UCX_TLS=uc_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
-    r[tbw_uc_zv_l]+=" $(UCX_UC_ZV_FAULT_DROP=0.01 UCX_UC_ZV_FAULT_DUP=0.01 UCX_UC_ZV_FAULT_REORDER=0.01 \
+    r[tbw_uc_zv_l]+=" $(ZV_TESTING_UC_ZV_FAULT_DROP=0.01 ZV_TESTING_UC_ZV_FAULT_DUP=0.01 ZV_TESTING_UC_ZV_FAULT_REORDER=0.01 \
                        UCX_TLS=uc_zv,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
-    r[plat_uc_zv_l]+=" $(UCX_UC_ZV_FAULT_DROP=0.01 UCX_UC_ZV_FAULT_DUP=0.01 UCX_UC_ZV_FAULT_REORDER=0.01 \
+    r[plat_uc_zv_l]+=" $(ZV_TESTING_UC_ZV_FAULT_DROP=0.01 ZV_TESTING_UC_ZV_FAULT_DUP=0.01 ZV_TESTING_UC_ZV_FAULT_REORDER=0.01 \
                         pt 3 -t put_lat -x uc_zv -d "$dev:1" -s 8 -n "$lat_iters")"
 done
 declare -A m

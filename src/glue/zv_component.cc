@@ -73,19 +73,14 @@ ucs_config_field_t zv_md_config_table[] = {
 // ---------------------------------------------------------------- rc_zv config
 
 struct zv_rc_iface_config {
-    uct_iface_config_t super;
-    unsigned           rx_queue_len;
-    unsigned           rx_batch;
-    unsigned           tx_queue_len;
-    unsigned           tx_cq_len;
-    unsigned           tx_moderation;
-    size_t             seg_size;
-    size_t             max_inline;
-    double             conn_timeout;
-    unsigned           max_peer_conns;
-    unsigned long      tx_max_bufs;
-    double             timeout;
-    unsigned           retry_count;
+    uct_iface_config_t      super;
+    zv::glue::queue_config  queue;
+    unsigned                tx_cq_len;
+    unsigned                tx_moderation;
+    size_t                  seg_size;
+    double                  conn_timeout;
+    double                  timeout;
+    unsigned                retry_count;
 };
 
 ucs_config_field_t zv_rc_iface_config_table[] = {
@@ -93,20 +88,9 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
     // README's "Scale"), so that UCP moves to ud_zv beyond it.
     {"", "MAX_NUM_EPS=auto", nullptr, offsetof(zv_rc_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-
-    {"RX_QUEUE_LEN", "2048",
-     "Number of receive buffers posted to the interface's shared receive\n"
-     "queue. Shared by all endpoints: it does not grow with the number of peers.",
-     offsetof(zv_rc_iface_config, rx_queue_len), UCS_CONFIG_TYPE_UINT},
-
-    {"RX_BATCH", "64",
-     "Receive buffers are re-posted to the shared receive queue once this many\n"
-     "have been consumed, in one call.",
-     offsetof(zv_rc_iface_config, rx_batch), UCS_CONFIG_TYPE_UINT},
-
-    {"TX_QUEUE_LEN", "256",
-     "Send work requests that may be outstanding on one endpoint (its send queue).",
-     offsetof(zv_rc_iface_config, tx_queue_len), UCS_CONFIG_TYPE_UINT},
+    // UCX_ZV_RX_QUEUE_LEN sets every zv transport's (as UCX_IB_* for UCX's).
+    {"ZV_", "RX_QUEUE_LEN=2048", nullptr, offsetof(zv_rc_iface_config, queue),
+     UCS_CONFIG_TYPE_TABLE(zv::glue::queue_config_table)},
 
     {"TX_CQ_LEN", "4096",
      "Send work requests that may be outstanding on the whole interface (the\n"
@@ -123,29 +107,12 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
      "Size of receive and bounce buffers: the largest active message.",
      offsetof(zv_rc_iface_config, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"TX_MAX_INLINE", "128",
-     "Largest send copied into the work request itself (inline); the device\n"
-     "may grant less.",
-     offsetof(zv_rc_iface_config, max_inline), UCS_CONFIG_TYPE_MEMUNITS},
-
     {"CONN_TIMEOUT", "30s",
      "How long an endpoint tries to reach the peer's interface before it fails\n"
      "with an endpoint error. Also how long a closing connection waits for the\n"
      "peer's answer, and how often a queue pair no endpoint here uses is probed:\n"
      "one whose peer is gone is destroyed within about three times this.",
      offsetof(zv_rc_iface_config, conn_timeout), UCS_CONFIG_TYPE_TIME},
-
-    {"MAX_PEER_CONNS", "4096",
-     "Connections one peer interface (one remote process's interface) may open\n"
-     "to this interface. A peer asking for more is refused, with a warning once:\n"
-     "a broken or hostile peer cannot exhaust this host's queue pairs or memory.\n"
-     "UCP opens one or two per peer; a UCT user may open more (rel-bench: 1024).",
-     offsetof(zv_rc_iface_config, max_peer_conns), UCS_CONFIG_TYPE_UINT},
-
-    {"TX_MAX_BUFS", "inf",
-     "Most send buffers (each a segment) the interface registers; \"inf\" for no\n"
-     "limit. Sends beyond them wait for buffers to come back (UCT pending).",
-     offsetof(zv_rc_iface_config, tx_max_bufs), UCS_CONFIG_TYPE_ULUNITS},
 
     {"TIMEOUT", "1s",
      "Transport retry timeout of the RC queue pairs (rounded to the device's\n"
@@ -247,37 +214,28 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
 {
     const auto *config = reinterpret_cast<const zv_rc_iface_config *>(uct_config);
     zv::rc::rc_settings s;
-    s.common.rx_queue_len = config->rx_queue_len;
-    s.common.tx_queue_len = config->tx_queue_len;
-    s.rx_batch            = config->rx_batch;
+    ucs_status_t status = zv::glue::queue_settings(config->queue, "UCX_RC_ZV_", {16, 4},
+                                                   &s.common, &s.rx_batch, &s.max_inline);
+    if (status != UCS_OK) {
+        return status;
+    }
     s.tx_cq_len           = config->tx_cq_len;
     s.tx_moderation       = config->tx_moderation;
     s.seg_size            = static_cast<unsigned>(config->seg_size);
-    s.max_inline          = static_cast<unsigned>(config->max_inline);
     s.conn_timeout        = config->conn_timeout;
-    s.common.max_peer_conns = config->max_peer_conns;
-    s.common.tx_max_bufs    = (config->tx_max_bufs == UCS_ULUNITS_INF) ? 0 :
-                              static_cast<unsigned>(std::min(config->tx_max_bufs, 1ul << 24));
     s.timing.timeout      = ib_timeout_exponent(config->timeout);
     s.timing.retry_cnt    = static_cast<uint8_t>(config->retry_count);
 
     const zv::glue::range_check checks[] = {
-        {"UCX_RC_ZV_RX_QUEUE_LEN", (s.common.rx_queue_len < 16) || (s.common.rx_queue_len > 65536), "16..65536"},
-        {"UCX_RC_ZV_RX_BATCH", (s.rx_batch == 0) || (s.rx_batch > s.common.rx_queue_len), "1..RX_QUEUE_LEN"},
-        {"UCX_RC_ZV_TX_QUEUE_LEN", (s.common.tx_queue_len < 4) || (s.common.tx_queue_len > 16384), "4..16384"},
         {"UCX_RC_ZV_TX_CQ_LEN", (s.tx_cq_len < s.common.tx_queue_len) || (s.tx_cq_len > 262144), "TX_QUEUE_LEN..262144"},
         {"UCX_RC_ZV_TX_MODERATION", (s.tx_moderation == 0) || (s.tx_moderation > s.common.tx_queue_len / 2), "1..TX_QUEUE_LEN/2"},
         {"UCX_RC_ZV_SEG_SIZE", (config->seg_size < 256) || (config->seg_size > (1ul << 20)), "256..1m"},
-        {"UCX_RC_ZV_TX_MAX_INLINE", config->max_inline > 1024, "0..1024"},
         {"UCX_RC_ZV_CONN_TIMEOUT", !(config->conn_timeout > 0), "> 0"},
-        {"UCX_RC_ZV_TX_MAX_BUFS", (config->tx_max_bufs != UCS_ULUNITS_INF) &&
-                                  ((config->tx_max_bufs < 16) || (config->tx_max_bufs > (1ul << 24))), "16..16m or inf"},
-        {"UCX_RC_ZV_MAX_PEER_CONNS", (config->max_peer_conns == 0) || (config->max_peer_conns > 65536), "1..65536"},
         {"UCX_RC_ZV_RETRY_COUNT", config->retry_count > 6, "0..6"},
         // 4.096us * 2^31 is the longest timeout a QP can hold.
         {"UCX_RC_ZV_TIMEOUT", !(config->timeout > 0) || (config->timeout > 8796), "> 0 and <= 8796s"},
     };
-    ucs_status_t status = zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
+    status = zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
     if (status != UCS_OK) {
         return status;
     }

@@ -4,6 +4,7 @@
 #ifndef ZV_GLUE_ZV_GLUE_H
 #define ZV_GLUE_ZV_GLUE_H
 
+#include "iface/zv_iface.h"
 #include "ucx/internal.h"
 
 #include <cstddef>
@@ -29,6 +30,32 @@ ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
 /// (a smaller device gets a smaller queue, said at debug level; var names
 /// the setting).
 unsigned srq_queue_len(uct_md_h md, unsigned wanted, const char *var);
+
+/// The queue settings of every transport (zv_queue_config.cc). A transport
+/// includes queue_config_table in its own, with its defaults
+/// ("RX_QUEUE_LEN=2048;...").
+struct queue_config {
+    unsigned      rx_queue_len;
+    unsigned      rx_batch;
+    unsigned      tx_queue_len;
+    size_t        max_inline;
+    unsigned      max_peer_conns;
+    unsigned long tx_max_bufs;
+};
+extern ucs_config_field_t queue_config_table[];
+
+/// Where a transport's ranges differ.
+struct queue_limits {
+    unsigned min_rx_queue_len;
+    unsigned min_tx_queue_len;
+};
+
+/// Check c against the ranges ('prefix' names the variables in the error,
+/// "UCX_RC_ZV_") and fill the settings.
+[[nodiscard]] ucs_status_t queue_settings(const queue_config &c, const char *prefix,
+                                          const queue_limits &limits,
+                                          iface::iface_settings *common, unsigned *rx_batch,
+                                          unsigned *max_inline);
 
 uct_tl_t *ud_tl();
 uct_tl_t *uc_tl();

@@ -12,50 +12,23 @@
 #include <ucs/time/time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 
 namespace {
 
 /// What ud_zv and uc_zv share: queues and the software reliability.
 struct zv_rel_config {
-    unsigned           rx_queue_len;
-    unsigned           rx_batch;
-    unsigned           tx_queue_len;
-    size_t             max_inline;
-    unsigned           window;
-    double             rto;
-    double             rto_max;
-    double             timeout;
-    double             ack_delay;
-    unsigned           max_peer_conns;
-    unsigned long      tx_max_bufs;
-    double             fault_drop;
-    double             fault_dup;
-    double             fault_reorder;
-    unsigned long      fault_seed;
+    unsigned               window;
+    double                 rto;
+    double                 rto_max;
+    double                 timeout;
+    double                 ack_delay;
 };
 
 ucs_config_field_t zv_rel_config_table[] = {
-    {"RX_QUEUE_LEN", "4096",
-     "Number of receive buffers posted for the interface, shared by all peers:\n"
-     "it does not grow with the number of endpoints.",
-     offsetof(zv_rel_config, rx_queue_len), UCS_CONFIG_TYPE_UINT},
-
-    {"RX_BATCH", "64",
-     "Receive buffers are re-posted once this many have been consumed, in one call.",
-     offsetof(zv_rel_config, rx_batch), UCS_CONFIG_TYPE_UINT},
-
-    {"TX_QUEUE_LEN", "256",
-     "Send work requests that may be outstanding on the interface (data,\n"
-     "retransmissions and acknowledgements together).",
-     offsetof(zv_rel_config, tx_queue_len), UCS_CONFIG_TYPE_UINT},
-
-    {"TX_MAX_INLINE", "128",
-     "Largest packet copied into the work request itself (inline); the device\n"
-     "may grant less.",
-     offsetof(zv_rel_config, max_inline), UCS_CONFIG_TYPE_MEMUNITS},
-
     {"WINDOW", "256",
      "Packets an endpoint may have sent and not yet had acknowledged. Each is\n"
      "kept (one buffer, or the user's memory for zero-copy) until acknowledged,\n"
@@ -89,55 +62,30 @@ ucs_config_field_t zv_rel_config_table[] = {
      "WINDOW/4 packets).",
      offsetof(zv_rel_config, ack_delay), UCS_CONFIG_TYPE_TIME},
 
-    {"MAX_PEER_CONNS", "4096",
-     "Connections one peer interface (one remote process's interface) may open\n"
-     "to this interface. A peer asking for more is refused, with a warning once:\n"
-     "a broken or hostile peer cannot exhaust this host's queue pairs or memory.\n"
-     "UCP opens one or two per peer; a UCT user may open more (rel-bench: 1024).",
-     offsetof(zv_rel_config, max_peer_conns), UCS_CONFIG_TYPE_UINT},
-
-    {"TX_MAX_BUFS", "inf",
-     "Most send buffers (each a segment) the interface registers; \"inf\" for no\n"
-     "limit. Sends beyond them wait for buffers to come back (UCT pending).",
-     offsetof(zv_rel_config, tx_max_bufs), UCS_CONFIG_TYPE_ULUNITS},
-
-    {"FAULT_DROP", "0",
-     "Testing only: probability (0..1) that a received packet is dropped before\n"
-     "the reliability layer sees it. 0 (the default) turns it off.",
-     offsetof(zv_rel_config, fault_drop), UCS_CONFIG_TYPE_DOUBLE},
-
-    {"FAULT_DUP", "0",
-     "Testing only: probability (0..1) that a received packet is handled twice.",
-     offsetof(zv_rel_config, fault_dup), UCS_CONFIG_TYPE_DOUBLE},
-
-    {"FAULT_REORDER", "0",
-     "Testing only: probability (0..1) that a received packet is held back and\n"
-     "handled after the next one.",
-     offsetof(zv_rel_config, fault_reorder), UCS_CONFIG_TYPE_DOUBLE},
-
-    {"FAULT_SEED", "1",
-     "Testing only: seed of the fault-injection random sequence (the same seed\n"
-     "gives the same decisions for the same packets).",
-     offsetof(zv_rel_config, fault_seed), UCS_CONFIG_TYPE_ULONG},
-
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
 
 struct zv_ud_iface_config {
-    uct_iface_config_t super;
-    zv_rel_config      rel;
+    uct_iface_config_t     super;
+    zv::glue::queue_config queue;
+    zv_rel_config          rel;
 };
 
 ucs_config_field_t zv_ud_iface_config_table[] = {
     {"", "", nullptr, offsetof(zv_ud_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-    {"", "", nullptr, offsetof(zv_ud_iface_config, rel),
+    // UCX_ZV_RX_QUEUE_LEN sets every zv transport's, UCX_ZV_RD_WINDOW
+    // both of ud_zv and uc_zv, as UCX_IB_* does for UCX's.
+    {"ZV_", "", nullptr, offsetof(zv_ud_iface_config, queue),
+     UCS_CONFIG_TYPE_TABLE(zv::glue::queue_config_table)},
+    {"ZV_RD_", "", nullptr, offsetof(zv_ud_iface_config, rel),
      UCS_CONFIG_TYPE_TABLE(zv_rel_config_table)},
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
 
 struct zv_uc_iface_config {
     uct_iface_config_t super;
+    zv::glue::queue_config queue;
     zv_rel_config      rel;
     size_t             seg_size;
     size_t             max_write;
@@ -149,7 +97,9 @@ ucs_config_field_t zv_uc_iface_config_table[] = {
     // MAX_NUM_EPS=auto, as for rc_zv (src/iface/scale.h).
     {"", "MAX_NUM_EPS=auto", nullptr, offsetof(zv_uc_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-    {"", "", nullptr, offsetof(zv_uc_iface_config, rel),
+    {"ZV_", "", nullptr, offsetof(zv_uc_iface_config, queue),
+     UCS_CONFIG_TYPE_TABLE(zv::glue::queue_config_table)},
+    {"ZV_RD_", "", nullptr, offsetof(zv_uc_iface_config, rel),
      UCS_CONFIG_TYPE_TABLE(zv_rel_config_table)},
 
     {"SEG_SIZE", "8k",
@@ -179,56 +129,73 @@ ucs_config_field_t zv_uc_iface_config_table[] = {
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
 
-bool bad_rate(double p) { return !((p >= 0) && (p <= 1)); }
-
-/// Settings and range checks shared by both transports; prefix names them.
-ucs_status_t rel_settings(const zv_rel_config &c, const char *prefix,
-                          zv::rd::rd_settings *s)
+/// Testing only: fault injection in the receive path, from the environment
+/// (ZV_TESTING_UD_ZV_FAULT_DROP, _DUP, _REORDER: probabilities 0..1, a sum
+/// of at most 1; _SEED), outside UCX's configuration and its reference.
+ucs_status_t fault_settings(const char *tl_prefix, zv::iface::fault_settings *f)
 {
-    s->common.rx_queue_len = c.rx_queue_len;
-    s->common.tx_queue_len = c.tx_queue_len;
-    s->rx_batch            = c.rx_batch;
-    s->max_inline          = static_cast<unsigned>(c.max_inline);
+    const std::string p = std::string("ZV_TESTING_") + tl_prefix;
+    const std::string names[] = {p + "FAULT_DROP", p + "FAULT_DUP", p + "FAULT_REORDER",
+                                 p + "FAULT_SEED"};
+    double *rates[] = {&f->drop, &f->dup, &f->reorder};
+    for (unsigned i = 0; i < 4; ++i) {
+        const char *v = getenv(names[i].c_str());
+        if ((v == nullptr) || (*v == '\0')) {
+            continue;
+        }
+        char *end;
+        errno = 0;
+        if (i < 3) {
+            *rates[i] = std::strtod(v, &end);
+        } else {
+            f->seed = std::strtoull(v, &end, 0);
+        }
+        if ((*end != '\0') || (errno != 0)) {
+            ucs_error("%s='%s' is out of range (allowed: %s)", names[i].c_str(), v,
+                      (i < 3) ? "0..1" : "an unsigned integer");
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+    auto bad = [](double r) { return !((r >= 0) && (r <= 1)); };
+    const std::string sum = p + "FAULT_DROP + _DUP + _REORDER";
+    const zv::glue::range_check checks[] = {
+        {names[0].c_str(), bad(f->drop), "0..1"},
+        {names[1].c_str(), bad(f->dup), "0..1"},
+        {names[2].c_str(), bad(f->reorder), "0..1"},
+        {sum.c_str(), bad(f->drop + f->dup + f->reorder), "a sum of at most 1"},
+    };
+    return zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
+}
+
+/// Settings and range checks shared by both transports; prefix names them
+/// ("UCX_UD_ZV_"), tl_prefix is the same without UCX_.
+ucs_status_t rel_settings(const zv::glue::queue_config &q, const zv_rel_config &c,
+                          const char *prefix, const char *tl_prefix, zv::rd::rd_settings *s)
+{
+    ucs_status_t status = zv::glue::queue_settings(q, prefix, {64, 16}, &s->common,
+                                                   &s->rx_batch, &s->max_inline);
+    if (status != UCS_OK) {
+        return status;
+    }
     s->rel.window          = c.window;
     s->rel.rto_init        = ucs_time_from_sec(c.rto);
     s->rel.rto_max         = ucs_time_from_sec(c.rto_max);
     s->rel.peer_timeout    = ucs_time_from_sec(c.timeout);
     s->rel.ack_delay       = ucs_time_from_sec(c.ack_delay);
     s->rel.ack_every       = zv::rel::ack_every_for(c.window);
-    s->common.max_peer_conns = c.max_peer_conns;
-    s->common.tx_max_bufs    = (c.tx_max_bufs == UCS_ULUNITS_INF) ? 0 :
-                               static_cast<unsigned>(std::min(c.tx_max_bufs, 1ul << 24));
-    s->fault.drop          = c.fault_drop;
-    s->fault.dup           = c.fault_dup;
-    s->fault.reorder       = c.fault_reorder;
-    s->fault.seed          = c.fault_seed;
 
-    std::string p(prefix);
-    const std::string names[] = {p + "RX_QUEUE_LEN", p + "RX_BATCH", p + "TX_QUEUE_LEN",
-                                 p + "TX_MAX_INLINE", p + "WINDOW", p + "RTO",
-                                 p + "RTO_MAX", p + "TIMEOUT", p + "ACK_DELAY",
-                                 p + "FAULT_DROP", p + "FAULT_DUP", p + "FAULT_REORDER",
-                                 p + "FAULT_DROP + FAULT_DUP + FAULT_REORDER",
-                                 p + "MAX_PEER_CONNS", p + "TX_MAX_BUFS"};
+    const std::string p(prefix);
+    const std::string names[] = {p + "WINDOW", p + "RTO", p + "RTO_MAX", p + "TIMEOUT",
+                                 p + "ACK_DELAY"};
     const zv::glue::range_check checks[] = {
-        {names[0].c_str(), (c.rx_queue_len < 64) || (c.rx_queue_len > 65536), "64..65536"},
-        {names[1].c_str(), (c.rx_batch == 0) || (c.rx_batch > c.rx_queue_len), "1..RX_QUEUE_LEN"},
-        {names[2].c_str(), (c.tx_queue_len < 16) || (c.tx_queue_len > 16384), "16..16384"},
-        {names[3].c_str(), c.max_inline > 1024, "0..1024"},
-        {names[4].c_str(), (c.window < 2) || (c.window > zv::rel::max_window), "2..16384"},
-        {names[5].c_str(), !(c.rto > 0), "> 0"},
-        {names[6].c_str(), !(c.rto_max >= c.rto), ">= RTO"},
-        {names[7].c_str(), !(c.timeout > c.rto), "> RTO"},
-        {names[8].c_str(), !(c.ack_delay > 0) || !(c.ack_delay < c.rto), "> 0 and < RTO"},
-        {names[9].c_str(), bad_rate(c.fault_drop), "0..1"},
-        {names[10].c_str(), bad_rate(c.fault_dup), "0..1"},
-        {names[11].c_str(), bad_rate(c.fault_reorder), "0..1"},
-        {names[12].c_str(), bad_rate(c.fault_drop + c.fault_dup + c.fault_reorder), "a sum of at most 1"},
-        {names[13].c_str(), (c.max_peer_conns == 0) || (c.max_peer_conns > 65536), "1..65536"},
-        {names[14].c_str(), (c.tx_max_bufs != UCS_ULUNITS_INF) &&
-                            ((c.tx_max_bufs < 16) || (c.tx_max_bufs > (1ul << 24))), "16..16m or inf"},
+        {names[0].c_str(), (c.window < 2) || (c.window > zv::rel::max_window), "2..16384"},
+        {names[1].c_str(), !(c.rto > 0), "> 0"},
+        {names[2].c_str(), !(c.rto_max >= c.rto), ">= RTO"},
+        {names[3].c_str(), !(c.timeout > c.rto), "> RTO"},
+        {names[4].c_str(), !(c.ack_delay > 0) || !(c.ack_delay < c.rto), "> 0 and < RTO"},
     };
-    return zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
+    status = zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
+    return (status == UCS_OK) ? fault_settings(tl_prefix, &s->fault) : status;
 }
 
 ucs_status_t zv_ud_iface_open(uct_md_h md, uct_worker_h worker,
@@ -238,7 +205,7 @@ ucs_status_t zv_ud_iface_open(uct_md_h md, uct_worker_h worker,
 {
     const auto *config = reinterpret_cast<const zv_ud_iface_config *>(uct_config);
     zv::rd::rd_settings s;
-    ucs_status_t status = rel_settings(config->rel, "UCX_UD_ZV_", &s);
+    ucs_status_t status = rel_settings(config->queue, config->rel, "UCX_UD_ZV_", "UD_ZV_", &s);
     if (status != UCS_OK) {
         return status;
     }
@@ -252,7 +219,7 @@ ucs_status_t zv_uc_iface_open(uct_md_h md, uct_worker_h worker,
 {
     const auto *config = reinterpret_cast<const zv_uc_iface_config *>(uct_config);
     zv::uc::uc_settings s;
-    ucs_status_t status = rel_settings(config->rel, "UCX_UC_ZV_", &s.rd);
+    ucs_status_t status = rel_settings(config->queue, config->rel, "UCX_UC_ZV_", "UC_ZV_", &s.rd);
     if (status != UCS_OK) {
         return status;
     }

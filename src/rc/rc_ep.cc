@@ -102,6 +102,8 @@ void unlink_pending_ep(rc_ep *ep)
     }
 }
 
+} // namespace
+
 ucs_status_t pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
 {
     rc_ep *ep = to_ep(uct_ep);
@@ -186,7 +188,6 @@ void free_ep(rc_ep *ep)
     delete ep;
 }
 
-} // namespace
 
 // ---------------------------------------------------------------- completions
 
@@ -484,17 +485,6 @@ void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const c
     snprintf(what, sizeof(what), "rc_zv: connecting to ud qp 0x%x: %s", ep->peer_ud_qpn,
              why);
     ep_fail(ep, status, what);
-}
-
-void fill_ep_ops(uct_iface_ops_t *ops, bool atomics)
-{
-    fill_ep_data_ops(ops, atomics);
-    ops->ep_pending_add   = pending_add;
-    ops->ep_pending_purge = pending_purge;
-    ops->ep_flush         = ep_flush;
-    ops->ep_fence         = ep_fence;
-    ops->ep_create        = ep_create;
-    ops->ep_destroy       = ep_destroy;
 }
 
 } // namespace zv::rc

@@ -48,10 +48,63 @@ inline unsigned ep_outstanding(const rc_ep *ep) { return ep->posted_seq - ep->co
 
 [[nodiscard]] ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
 void ep_destroy(uct_ep_h ep);
-/// Fill the endpoint part of the ops table.
-void fill_ep_ops(uct_iface_ops_t *ops, bool atomics);
-/// The data operations' part of it (rc_ep_ops.cc).
-void fill_ep_data_ops(uct_iface_ops_t *ops, bool atomics);
+ucs_status_t pending_add(uct_ep_h ep, uct_pending_req_t *req, unsigned flags);
+void pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg);
+ucs_status_t ep_flush(uct_ep_h ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t ep_fence(uct_ep_h ep, unsigned flags);
+
+// The data operations (rc_ep_ops.cc).
+ucs_status_t am_short(uct_ep_h ep, uint8_t id, uint64_t header, const void *payload,
+                      unsigned length);
+ucs_status_t am_short_iov(uct_ep_h ep, uint8_t id, const uct_iov_t *iov, size_t iovcnt);
+ssize_t am_bcopy(uct_ep_h ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg,
+                 unsigned flags);
+ucs_status_t am_zcopy(uct_ep_h ep, uint8_t id, const void *header, unsigned header_length,
+                      const uct_iov_t *iov, size_t iovcnt, unsigned flags,
+                      uct_completion_t *comp);
+ucs_status_t put_short(uct_ep_h ep, const void *buffer, unsigned length,
+                       uint64_t remote_addr, uct_rkey_t rkey);
+ssize_t put_bcopy(uct_ep_h ep, uct_pack_callback_t pack_cb, void *arg,
+                  uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t put_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
+                       uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t get_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
+                       uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t get_bcopy(uct_ep_h ep, uct_unpack_callback_t unpack_cb, void *arg,
+                       size_t length, uint64_t remote_addr, uct_rkey_t rkey,
+                       uct_completion_t *comp);
+ucs_status_t atomic64_post(uct_ep_h ep, unsigned opcode, uint64_t value,
+                           uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t atomic64_fetch(uct_ep_h ep, unsigned opcode, uint64_t value, uint64_t *result,
+                            uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t atomic_cswap64(uct_ep_h ep, uint64_t compare, uint64_t swap,
+                            uint64_t remote_addr, uct_rkey_t rkey, uint64_t *result,
+                            uct_completion_t *comp);
+
+/// The endpoint part of the ops table; constant-evaluated (rc_iface.cc).
+constexpr void fill_ep_ops(uct_iface_ops_t &ops, bool atomics)
+{
+    ops.ep_am_short      = am_short;
+    ops.ep_am_short_iov  = am_short_iov;
+    ops.ep_am_bcopy      = am_bcopy;
+    ops.ep_am_zcopy      = am_zcopy;
+    ops.ep_put_short     = put_short;
+    ops.ep_put_bcopy     = put_bcopy;
+    ops.ep_put_zcopy     = put_zcopy;
+    ops.ep_get_bcopy     = get_bcopy;
+    ops.ep_get_zcopy     = get_zcopy;
+    if (atomics) {
+        ops.ep_atomic64_post  = atomic64_post;
+        ops.ep_atomic64_fetch = atomic64_fetch;
+        ops.ep_atomic_cswap64 = atomic_cswap64;
+    }
+    ops.ep_pending_add   = pending_add;
+    ops.ep_pending_purge = pending_purge;
+    ops.ep_flush         = ep_flush;
+    ops.ep_fence         = ep_fence;
+    ops.ep_create        = ep_create;
+    ops.ep_destroy       = ep_destroy;
+}
 
 /// Connection callbacks used by the interface's connection manager.
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer,

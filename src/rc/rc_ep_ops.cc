@@ -4,8 +4,6 @@
 
 namespace zv::rc {
 
-namespace {
-
 // ---------------------------------------------------------------- AM
 
 ucs_status_t am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
@@ -161,6 +159,8 @@ ssize_t put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
     return post_bounced(ep, &wr, b, op, length, false);
 }
 
+namespace {
+
 ucs_status_t rdma_zcopy(rc_ep *ep, ibv_wr_opcode opcode, const uct_iov_t *iov,
                         size_t iovcnt, uint64_t remote_addr, uct_rkey_t rkey,
                         uct_completion_t *comp)
@@ -200,6 +200,8 @@ ucs_status_t rdma_zcopy(rc_ep *ep, ibv_wr_opcode opcode, const uct_iov_t *iov,
     }
     return UCS_INPROGRESS;
 }
+
+} // namespace
 
 ucs_status_t put_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
                        uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
@@ -245,6 +247,8 @@ ucs_status_t get_bcopy(uct_ep_h uct_ep, uct_unpack_callback_t unpack_cb, void *a
 
 // ---------------------------------------------------------------- atomics
 
+namespace {
+
 ucs_status_t post_atomic(rc_ep *ep, ibv_wr_opcode opcode, uint64_t compare_add,
                          uint64_t swap, uint64_t remote_addr, uct_rkey_t rkey,
                          uint64_t *result, uct_completion_t *comp)
@@ -274,6 +278,8 @@ ucs_status_t post_atomic(rc_ep *ep, ibv_wr_opcode opcode, uint64_t compare_add,
     return (result != nullptr) ? UCS_INPROGRESS : UCS_OK;
 }
 
+} // namespace
+
 ucs_status_t atomic64_post(uct_ep_h ep, unsigned opcode, uint64_t value,
                            uint64_t remote_addr, uct_rkey_t rkey)
 {
@@ -302,24 +308,4 @@ ucs_status_t atomic_cswap64(uct_ep_h ep, uint64_t compare, uint64_t swap,
     return post_atomic(to_ep(ep), IBV_WR_ATOMIC_CMP_AND_SWP, compare, swap,
                        remote_addr, rkey, result, comp);
 }
-} // namespace
-
-void fill_ep_data_ops(uct_iface_ops_t *ops, bool atomics)
-{
-    ops->ep_am_short     = am_short;
-    ops->ep_am_short_iov = am_short_iov;
-    ops->ep_am_bcopy     = am_bcopy;
-    ops->ep_am_zcopy     = am_zcopy;
-    ops->ep_put_short    = put_short;
-    ops->ep_put_bcopy    = put_bcopy;
-    ops->ep_put_zcopy    = put_zcopy;
-    ops->ep_get_bcopy    = get_bcopy;
-    ops->ep_get_zcopy    = get_zcopy;
-    if (atomics) {
-        ops->ep_atomic64_post  = atomic64_post;
-        ops->ep_atomic64_fetch = atomic64_fetch;
-        ops->ep_atomic_cswap64 = atomic_cswap64;
-    }
-}
-
 } // namespace zv::rc

@@ -370,12 +370,10 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
     return UCS_OK;
 }
 
-
-uct_iface_ops_t make_ops(bool atomics)
+constexpr uct_iface_ops_t make_ops(bool atomics)
 {
-    uct_iface_ops_t ops;
-    std::memset(&ops, 0, sizeof(ops));
-    fill_ep_ops(&ops, atomics);
+    uct_iface_ops_t ops{};
+    fill_ep_ops(ops, atomics);
     ops.iface_flush              = iface_flush;
     ops.iface_fence              = iface_fence;
     ops.iface_progress_enable    = progress_enable;
@@ -391,8 +389,8 @@ uct_iface_ops_t make_ops(bool atomics)
     return ops;
 }
 
-uct_iface_ops_t          rc_ops_atomic   = make_ops(true);
-uct_iface_ops_t          rc_ops_plain    = make_ops(false);
+constexpr uct_iface_ops_t rc_ops_atomic = make_ops(true);
+constexpr uct_iface_ops_t rc_ops_plain  = make_ops(false);
 
 ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
 {

@@ -88,7 +88,7 @@ check "no SRQ: the debug log says why" \
 for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE_LEN=0 \
           UCX_RC_ZV_SEG_SIZE=xyz UCX_RC_ZV_RETRY_COUNT=7 UCX_RC_ZV_CONN_TIMEOUT=0 \
           UCX_ZV_RCACHE_MONITOR=bogus UCX_ZV_GID_INDEX=300 UCX_ZV_RCACHE_EVENT_QUEUE=1 \
-          UCX_ZV_RCACHE_MAX_SIZE=lots UCX_UD_ZV_WINDOW=1 UCX_UD_ZV_FAULT_DROP=2 \
+          UCX_ZV_RCACHE_MAX_SIZE=lots UCX_UD_ZV_WINDOW=1 ZV_TESTING_UD_ZV_FAULT_DROP=2 \
           UCX_UD_ZV_RTO=soon UCX_UD_ZV_ACK_DELAY=1s UCX_UC_ZV_MAX_WRITE=1 \
           UCX_UC_ZV_WINDOW=100000 UCX_UC_ZV_ONE_PACKET=sometimes \
           UCX_ZV_RCACHE_UFFD_MODE=bogus UCX_ZV_RCACHE_ODP=perhaps UCX_ZV_RCACHE_MAX_REGIONS=many \
@@ -96,14 +96,14 @@ for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE
           UCX_RC_ZV_TX_MAX_INLINE=5000 UCX_RC_ZV_TIMEOUT=0 UCX_RC_ZV_TIMEOUT=1e9s \
           UCX_UD_ZV_RX_QUEUE_LEN=8 UCX_UD_ZV_RX_BATCH=0 UCX_UD_ZV_TX_QUEUE_LEN=1 \
           UCX_UD_ZV_TX_MAX_INLINE=4096 UCX_UD_ZV_RTO_MAX=1us UCX_UD_ZV_TIMEOUT=1ms \
-          UCX_UD_ZV_FAULT_DUP=-0.5 UCX_UD_ZV_FAULT_REORDER=x UCX_UD_ZV_FAULT_SEED=seven \
+          ZV_TESTING_UD_ZV_FAULT_DUP=-0.5 ZV_TESTING_UD_ZV_FAULT_REORDER=x ZV_TESTING_UD_ZV_FAULT_SEED=seven \
           UCX_UC_ZV_SEG_SIZE=100 UCX_UC_ZV_CONN_TIMEOUT=0 UCX_UC_ZV_RTO=0 \
           UCX_RC_ZV_MAX_PEER_CONNS=0 UCX_UD_ZV_MAX_PEER_CONNS=100000 UCX_UC_ZV_MAX_PEER_CONNS=-1 \
           UCX_RC_ZV_TX_MAX_BUFS=8 UCX_UD_ZV_TX_MAX_BUFS=lots UCX_UC_ZV_TX_MAX_BUFS=0 \
           UCX_RC_ZV_MAX_NUM_EPS=lots UCX_UC_ZV_MAX_NUM_EPS=many \
-          "UCX_UD_ZV_FAULT_DROP=0.6 UCX_UD_ZV_FAULT_REORDER=0.6"; do
+          "ZV_TESTING_UD_ZV_FAULT_DROP=0.6 ZV_TESTING_UD_ZV_FAULT_REORDER=0.6"; do
     name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_UC_ZV_}; short=${short#UCX_ZV_}
-    tl=rc_zv; case $name in UCX_UD_ZV_*) tl=ud_zv ;; UCX_UC_ZV_*) tl=uc_zv ;; esac
+    tl=rc_zv; case $name in UCX_UD_ZV_*|ZV_TESTING_UD_ZV_*) tl=ud_zv ;; UCX_UC_ZV_*|ZV_TESTING_UC_ZV_*) tl=uc_zv ;; esac
     # shellcheck disable=SC2086  # one or two NAME=VALUE words
     env $kv LD_PRELOAD=$mod ucx_info -d > "$tmp/bad" 2>&1
     rc=$?
@@ -264,8 +264,8 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
         swrun $tl "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
         for rate in 0.01 0.05; do
             swrun $tl "bw 1 B..1 MiB validated, $rate drop+dup+reorder injected" \
-                UCX_${T}_FAULT_DROP=$rate UCX_${T}_FAULT_DUP=$rate \
-                UCX_${T}_FAULT_REORDER=$rate UCX_${T}_FAULT_SEED=$RANDOM -- \
+                ZV_TESTING_${T}_FAULT_DROP=$rate ZV_TESTING_${T}_FAULT_DUP=$rate \
+                ZV_TESTING_${T}_FAULT_REORDER=$rate ZV_TESTING_${T}_FAULT_SEED=$RANDOM -- \
                 -t bw -S 1048576 -i 10
         done
     done

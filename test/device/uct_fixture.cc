@@ -2,7 +2,13 @@
 // Device-test fixture implementation.
 #include "uct_fixture.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
+
 #include <sys/mman.h>
 
 namespace zv::test {
@@ -103,7 +109,17 @@ void uct_test::open_side(uct_side &side,
                                         &side.worker));
     uct_iface_config_t *cfg;
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, tl_name(), nullptr, nullptr, &cfg));
+    // FAULT_*: the testing-only fault injection, which is not in UCX's
+    // configuration but in ZV_TESTING_<TL>_FAULT_* while the interface opens.
+    std::vector<std::string> fault_vars;
     for (const auto &m : modify) {
+        if (std::strncmp(m.first, "FAULT_", 6) == 0) {
+            std::string tl = tl_name();
+            std::transform(tl.begin(), tl.end(), tl.begin(), ::toupper);
+            fault_vars.push_back("ZV_TESTING_" + tl + "_" + m.first);
+            ASSERT_EQ(0, setenv(fault_vars.back().c_str(), m.second, 1));
+            continue;
+        }
         ASSERT_EQ(UCS_OK, uct_config_modify(cfg, m.first, m.second)) << m.first;
     }
     uct_iface_params_t params = {};
@@ -121,6 +137,9 @@ void uct_test::open_side(uct_side &side,
     params.err_handler_flags    = UCT_CB_FLAG_ASYNC;
     ucs_status_t status = uct_iface_open(m_md, side.worker, &params, cfg, &side.iface);
     uct_config_release(cfg);
+    for (const std::string &v : fault_vars) {
+        unsetenv(v.c_str());
+    }
     ASSERT_EQ(UCS_OK, status);
     ASSERT_EQ(UCS_OK, uct_iface_query(side.iface, &side.attr));
     uct_iface_progress_enable(side.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
