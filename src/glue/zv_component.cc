@@ -88,8 +88,8 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
     // README's "Scale"), so that UCP moves to ud_zv beyond it.
     {"", "MAX_NUM_EPS=auto", nullptr, offsetof(zv_rc_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-    // UCX_ZV_RX_QUEUE_LEN sets every zv transport's (as UCX_IB_* for UCX's).
-    {"ZV_", "RX_QUEUE_LEN=2048", nullptr, offsetof(zv_rc_iface_config, queue),
+    // The queue settings every zv transport has, with rc_zv's defaults.
+    {"", "RX_QUEUE_LEN=2048", nullptr, offsetof(zv_rc_iface_config, queue),
      UCS_CONFIG_TYPE_TABLE(zv::glue::queue_config_table)},
 
     {"TX_CQ_LEN", "4096",

@@ -74,11 +74,12 @@ struct zv_ud_iface_config {
 ucs_config_field_t zv_ud_iface_config_table[] = {
     {"", "", nullptr, offsetof(zv_ud_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-    // UCX_ZV_RX_QUEUE_LEN sets every zv transport's, UCX_ZV_RD_WINDOW
-    // both of ud_zv and uc_zv, as UCX_IB_* does for UCX's.
-    {"ZV_", "", nullptr, offsetof(zv_ud_iface_config, queue),
+    // (Embedded without a prefix of their own, so that UCT's
+    // uct_config_modify() takes the names as ucx_info prints them after
+    // UCX_UD_ZV_: "RX_QUEUE_LEN", "WINDOW".)
+    {"", "", nullptr, offsetof(zv_ud_iface_config, queue),
      UCS_CONFIG_TYPE_TABLE(zv::glue::queue_config_table)},
-    {"ZV_RD_", "", nullptr, offsetof(zv_ud_iface_config, rel),
+    {"", "", nullptr, offsetof(zv_ud_iface_config, rel),
      UCS_CONFIG_TYPE_TABLE(zv_rel_config_table)},
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
@@ -97,9 +98,9 @@ ucs_config_field_t zv_uc_iface_config_table[] = {
     // MAX_NUM_EPS=auto, as for rc_zv (src/iface/scale.h).
     {"", "MAX_NUM_EPS=auto", nullptr, offsetof(zv_uc_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-    {"ZV_", "", nullptr, offsetof(zv_uc_iface_config, queue),
+    {"", "", nullptr, offsetof(zv_uc_iface_config, queue),
      UCS_CONFIG_TYPE_TABLE(zv::glue::queue_config_table)},
-    {"ZV_RD_", "", nullptr, offsetof(zv_uc_iface_config, rel),
+    {"", "", nullptr, offsetof(zv_uc_iface_config, rel),
      UCS_CONFIG_TYPE_TABLE(zv_rel_config_table)},
 
     {"SEG_SIZE", "8k",

@@ -157,6 +157,13 @@ ucs_status_t get_device_address(uct_iface_h uct_iface, uct_device_addr_t *addr)
     return UCS_OK;
 }
 
+int is_reachable(const uct_iface_h iface, const uct_device_addr_t *dev_addr,
+                 const uct_iface_addr_t *)
+{
+    return (dev_addr != nullptr) &&
+           is_device_reachable(reinterpret_cast<zv_iface *>(iface), dev_addr);
+}
+
 int is_device_reachable(zv_iface *iface, const uct_device_addr_t *addr)
 {
     device_addr da;

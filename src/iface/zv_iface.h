@@ -142,6 +142,10 @@ extern uct_iface_internal_ops_t internal_ops;
 /// Whether the port of 'addr' can be reached from this one: the same IB
 /// subnet, or for RoCE the same link layer and a route (verbs::ipv4_reach).
 int is_device_reachable(zv_iface *iface, const uct_device_addr_t *addr);
+/// UCT's iface_is_reachable of every zv transport (a device address is
+/// needed; the interface address says nothing more).
+int is_reachable(const uct_iface_h iface, const uct_device_addr_t *dev_addr,
+                 const uct_iface_addr_t *iface_addr);
 
 } // namespace zv::iface
 

@@ -277,13 +277,6 @@ ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
     return UCS_OK;
 }
 
-int is_reachable(const uct_iface_h uct_iface, const uct_device_addr_t *dev_addr,
-                 const uct_iface_addr_t *)
-{
-    return (dev_addr != nullptr) &&
-           iface::is_device_reachable(&to_rc(uct_iface)->super, dev_addr);
-}
-
 ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp)
 {
     rc_iface *iface = to_rc(uct_iface);
@@ -385,7 +378,7 @@ constexpr uct_iface_ops_t make_ops(bool atomics)
     ops.iface_query              = iface_query;
     ops.iface_get_device_address = iface::get_device_address;
     ops.iface_get_address        = get_address;
-    ops.iface_is_reachable       = is_reachable;
+    ops.iface_is_reachable       = iface::is_reachable;
     return ops;
 }
 

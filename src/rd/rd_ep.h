@@ -116,7 +116,7 @@ constexpr void fill_ops(uct_iface_ops_t &ops)
     ops.iface_query              = iface_query;
     ops.iface_get_device_address = iface::get_device_address;
     ops.iface_get_address        = get_address;
-    ops.iface_is_reachable       = is_reachable;
+    ops.iface_is_reachable       = iface::is_reachable;
 }
 
 } // namespace zv::rd

@@ -246,13 +246,6 @@ ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
     return UCS_OK;
 }
 
-int is_reachable(const uct_iface_h uct_iface, const uct_device_addr_t *dev_addr,
-                 const uct_iface_addr_t *)
-{
-    return (dev_addr != nullptr) &&
-           iface::is_device_reachable(&to_rd(uct_iface)->super, dev_addr);
-}
-
 ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp)
 {
     rd_iface *iface = to_rd(uct_iface);

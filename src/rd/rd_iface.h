@@ -332,8 +332,6 @@ void close_cqs(rd_iface *iface);
 void close_begin(rd_iface *iface);
 ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr);
 ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr);
-int is_reachable(const uct_iface_h uct_iface, const uct_device_addr_t *dev_addr,
-                 const uct_iface_addr_t *);
 ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp);
 ucs_status_t iface_fence(uct_iface_h, unsigned);
 
