@@ -84,6 +84,24 @@ private:
     uct_pending_req_t *m_tail = nullptr;
 };
 
+/// UCT's ep_pending_add, the same for every zv endpoint type Ep (it has
+/// 'pending', 'st', 'iface->tx_starved'); can_send: a send would find what
+/// it needs now; link queues the endpoint for the interface's dispatch.
+template <class Ep>
+ucs_status_t pending_add(Ep *ep, uct_pending_req_t *req, bool can_send, void (*link)(Ep *))
+{
+    // BUSY tells UCP to retry at once, without progress: only when the send
+    // would find what it needs (a starved send would loop forever).
+    if (ep->pending.empty() && can_send && !ep->iface->tx_starved) {
+        return UCS_ERR_BUSY; // resources are available: send it now
+    }
+    ep->pending.push(req);
+    if (ep->st == Ep::state::connected) {
+        link(ep);
+    }
+    return UCS_OK;
+}
+
 } // namespace zv::iface
 
 #endif

@@ -107,16 +107,7 @@ void unlink_pending_ep(rc_ep *ep)
 ucs_status_t pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
 {
     rc_ep *ep = to_ep(uct_ep);
-    // BUSY tells UCP to retry at once, without progress: only when the send
-    // would find what it needs (a starved send would loop forever).
-    if (ep->pending.empty() && (check_tx(ep) == UCS_OK) && !ep->iface->tx_starved) {
-        return UCS_ERR_BUSY; // resources are available: send it now
-    }
-    ep->pending.push(req);
-    if (ep->st == rc_ep::state::connected) {
-        link_pending_ep(ep);
-    }
-    return UCS_OK;
+    return iface::pending_add(ep, req, check_tx(ep) == UCS_OK, link_pending_ep);
 }
 
 void pending_purge(uct_ep_h uct_ep, uct_pending_purge_callback_t cb, void *arg)

@@ -152,16 +152,7 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
 ucs_status_t ep_pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
 {
     rd_ep *ep = to_ep(uct_ep);
-    // BUSY makes UCP retry at once, without progress: a starved send would
-    // loop forever.
-    if (ep->pending.empty() && (check_tx(ep) == UCS_OK) && !ep->iface->tx_starved) {
-        return UCS_ERR_BUSY; // resources are available: send it now
-    }
-    ep->pending.push(req);
-    if (ep->st == rd_ep::state::connected) {
-        pending_link(ep);
-    }
-    return UCS_OK;
+    return iface::pending_add(ep, req, check_tx(ep) == UCS_OK, pending_link);
 }
 
 void ep_pending_purge(uct_ep_h uct_ep, uct_pending_purge_callback_t cb, void *arg)
