@@ -4,8 +4,9 @@
 # process (contrib/bench/zv_ep_memory: both sides of each connection):
 # resident memory, heap, registered memory and queue pairs per endpoint for
 # 1, 64, 1,024 and 4,096 endpoints, for rc_zv, uc_zv and ud_zv beside UCX's
-# rc_verbs and ud_verbs, in one run on one device. The README's "Scale"
-# model extrapolates from these figures.
+# rc_verbs and ud_verbs, in one run on one device. The model in
+# contrib/doc/benchmarks.md ("What endpoints cost") extrapolates from these
+# figures.
 #
 # Usage: contrib/bench/ep-cost.sh [BUILD_DIR]   (default: ./build)
 # Without an active RDMA port here, it runs itself in the Soft-RoCE VM.
