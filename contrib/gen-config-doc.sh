@@ -88,7 +88,7 @@ update|check)
     { sed "/^<!-- config-doc:begin/q" "$file"
       gen
       sed -n "/^$end/,\$p" "$file"; } > "$new"
-    if [ $mode = update ]; then
+    if [ "$mode" = update ]; then
         cp "$new" "$file"
     elif ! cmp -s "$new" "$file"; then
         echo "gen-config-doc: the configuration reference in $file is out of date:" >&2

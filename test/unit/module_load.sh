@@ -22,7 +22,7 @@ check "ucx_info -c lists UCX_RC_ZV_RX_QUEUE_LEN" grep -q '^UCX_RC_ZV_RX_QUEUE_LE
 check "module load is silent" test ! -s "$tmp/c.err"
 LD_PRELOAD=$mod ucx_info -f >"$tmp/f.out" 2>&1
 check "ucx_info -f documents the zv md" grep -q 'Index of the port GID to use' "$tmp/f.out"
-check "ucx_info -f documents rc_zv" grep -q 'shared receive' "$tmp/f.out"
+check "ucx_info -f documents rc_zv" grep -q 'Transport retry timeout of the RC queue pairs' "$tmp/f.out"
 
 # UCX logs to stdout: the warning is in the same stream as the config.
 LD_PRELOAD=$skew ucx_info -c >"$tmp/s.out" 2>&1
