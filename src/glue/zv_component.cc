@@ -84,7 +84,7 @@ struct zv_rc_iface_config {
 };
 
 ucs_config_field_t zv_rc_iface_config_table[] = {
-    // MAX_NUM_EPS=auto: what a process can afford (src/iface/scale.h; the
+    // MAX_NUM_EPS=auto: what a process can afford (src/iface/scale.h and
     // contrib/doc/design.md, "Scale"), so that UCP moves to ud_zv beyond it.
     {"", "MAX_NUM_EPS=auto", nullptr, offsetof(zv_rc_iface_config, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
