@@ -82,28 +82,6 @@ long heap_bytes()
     return static_cast<long>(mi.uordblks + mi.hblkhd);
 }
 
-/// An endpoint of 'from' with no peer yet (endpoint-to-endpoint transports).
-uct_ep_h create_p2p(side &from)
-{
-    uct_ep_params_t p = {};
-    p.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
-    p.iface           = from.iface;
-    uct_ep_h ep;
-    must(uct_ep_create(&p, &ep), "uct_ep_create");
-    return ep;
-}
-
-void connect_p2p(uct_ep_h ep, const side &peer_side, uct_ep_h peer_ep)
-{
-    std::vector<char> ep_addr(peer_side.attr.ep_addr_len);
-    must(uct_ep_get_address(peer_ep, reinterpret_cast<uct_ep_addr_t *>(ep_addr.data())),
-         "uct_ep_get_address");
-    must(uct_ep_connect_to_ep(ep, reinterpret_cast<const uct_device_addr_t *>(
-                                          peer_side.dev_addr.data()),
-                              reinterpret_cast<const uct_ep_addr_t *>(ep_addr.data())),
-         "uct_ep_connect_to_ep");
-}
-
 } // namespace
 
 int main(int argc, char **argv)

@@ -38,8 +38,8 @@ inline void must(ucs_status_t status, const char *what)
     }
 }
 
-/// Find the md that offers 'tl' on 'dev'.
-inline uct_md_h open_md(const char *tl, const char *dev)
+/// Find the md that offers 'tl' on 'dev' (and its component, if asked).
+inline uct_md_h open_md(const char *tl, const char *dev, uct_component_h *component = nullptr)
 {
     uct_component_h *components;
     unsigned num;
@@ -71,6 +71,9 @@ inline uct_md_h open_md(const char *tl, const char *dev)
             }
             uct_release_tl_resource_list(tls);
             if (found) {
+                if (component != nullptr) {
+                    *component = components[i];
+                }
                 uct_release_component_list(components);
                 return md;
             }
@@ -127,6 +130,29 @@ inline uct_ep_h connect_to_iface(side &from, const std::vector<char> &dev_addr,
     uct_ep_h ep;
     must(uct_ep_create(&p, &ep), "uct_ep_create");
     return ep;
+}
+
+/// An endpoint of 'from' with no peer yet (endpoint-to-endpoint transports).
+inline uct_ep_h create_p2p(side &from)
+{
+    uct_ep_params_t p = {};
+    p.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
+    p.iface           = from.iface;
+    uct_ep_h ep;
+    must(uct_ep_create(&p, &ep), "uct_ep_create");
+    return ep;
+}
+
+/// Connect ep (of an endpoint-to-endpoint transport) to peer_ep of peer_side.
+inline void connect_p2p(uct_ep_h ep, const side &peer_side, uct_ep_h peer_ep)
+{
+    std::vector<char> ep_addr(peer_side.attr.ep_addr_len);
+    must(uct_ep_get_address(peer_ep, reinterpret_cast<uct_ep_addr_t *>(ep_addr.data())),
+         "uct_ep_get_address");
+    must(uct_ep_connect_to_ep(ep, reinterpret_cast<const uct_device_addr_t *>(
+                                          peer_side.dev_addr.data()),
+                              reinterpret_cast<const uct_ep_addr_t *>(ep_addr.data())),
+         "uct_ep_connect_to_ep");
 }
 
 } // namespace zv::bench

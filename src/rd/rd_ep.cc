@@ -178,6 +178,7 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
     if (comp != nullptr) {
         ep->flush_waiters.push_back(comp);
     }
+    request_ack(ep);
     return UCS_INPROGRESS;
 }
 
@@ -205,9 +206,30 @@ void send_desc(rd_ep *ep, tx_desc *d, size_t len)
     if (ep->tx.idle()) {
         busy_link(ep);
     }
-    h->psn = ep->tx.push(&d->pkt, ucs_get_time());
+    h->psn = ep->tx.push(&d->pkt, clock_now(ep->iface));
+    // Someone waits for this packet's ack (its completion, or room in the
+    // window): the receiver acknowledges it at once, not after ack_delay.
+    if ((d->comp != nullptr) || ep->tx.window_full()) {
+        h->type |= rd_hdr::flag_ack_req;
+    }
     ++ep->unreleased;
     (void)post_desc(ep->iface, ep, d);
+}
+
+void request_ack(rd_ep *ep)
+{
+    if ((ep->st != rd_ep::state::connected) || ep->tx.idle() ||
+        (ep->ack_requested && (ep->ack_requested_psn == ep->tx.next_psn()))) {
+        return; // nothing unacknowledged, or asked already for all of it
+    }
+    rd_hdr h = {};
+    h.dest   = ep->peer_conn;
+    h.type   = rd_hdr::ack_req;
+    h.magic  = rd_hdr::magic_value;
+    if (send_ctl(ep->iface, ep->qp, ep->ah, ep->peer_qpn, h, nullptr, 0) == UCS_OK) {
+        ep->ack_requested     = true;
+        ep->ack_requested_psn = ep->tx.next_psn();
+    } // else the send queue is full: the next flush asks again
 }
 
 void busy_link(rd_ep *ep)
@@ -312,7 +334,7 @@ void handle_ep_packet(rd_iface *iface, const rd_hdr &hdr, uint32_t src_qp,
 void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body)
 {
     rd_iface *iface = ep->iface;
-    ucs_time_t now  = ucs_get_time();
+    ucs_time_t now  = clock_now(iface);
     switch (hdr.type) {
     case rd_hdr::data:
     case rd_hdr::ack:

@@ -24,6 +24,8 @@ struct rd_ep {
     bool                destroyed   = false; ///< freed once unreleased == 0
     bool                on_busy     = false;
     bool                on_pending  = false;
+    bool                ack_requested = false; ///< an ACK_REQ went out...
+    rel::psn_t          ack_requested_psn = 0; ///< ...when this psn was next
     rel::sender         tx;
     rx_conn            *partner     = nullptr;
     unsigned            unreleased  = 0;     ///< descriptors not yet released
@@ -62,6 +64,10 @@ void ep_connected(rd_ep *ep);
 unsigned resend_continue(rd_ep *ep);
 /// Start a go-back-N retransmission from the oldest unacked packet.
 void resend_all(rd_ep *ep);
+/// Someone waits for the window to drain (a flush): ask the receiver to
+/// acknowledge now, once per psn reached. Only an accelerator: if the
+/// request is lost, the delayed ack or the timer still drains the window.
+void request_ack(rd_ep *ep);
 /// Everything sent so far was released: complete flush waiters.
 void ep_check_flushed(rd_ep *ep);
 /// Try to send queued requests; false if the endpoint still has some.

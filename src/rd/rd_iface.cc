@@ -53,9 +53,10 @@ unsigned poll_tx(rd_iface *iface)
 unsigned progress_begin(rd_iface *iface)
 {
     iface->in_progress = true;
+    iface->now_valid   = false;
     unsigned count     = poll_rx(iface) + poll_tx(iface);
     if ((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) {
-        ucs_time_t now = ucs_get_time();
+        ucs_time_t now = clock_now(iface);
         if (now >= iface->next_timer) {
             iface->next_timer = now + iface->timer_tick;
             count += check_timers(iface, now);
@@ -252,12 +253,14 @@ ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp
     if (comp != nullptr) {
         return UCS_ERR_UNSUPPORTED;
     }
+    ucs_status_t status = UCS_OK;
     for (rd_ep *ep : iface->eps.slots()) {
         if ((ep != nullptr) && (ep->unreleased > 0)) {
-            return UCS_INPROGRESS;
+            request_ack(ep);
+            status = UCS_INPROGRESS;
         }
     }
-    return UCS_OK;
+    return status;
 }
 
 ucs_status_t iface_fence(uct_iface_h, unsigned)

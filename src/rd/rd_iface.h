@@ -13,6 +13,8 @@
 #include "rd/rel.h"
 #include "verbs/qp.h"
 
+#include <ucs/time/time.h>
+
 #include <vector>
 
 namespace zv::rd {
@@ -21,8 +23,8 @@ namespace zv::rd {
  * A connection is one-directional: an endpoint (rd_ep, what UCT hands to
  * UCP) sends, and a receive connection (rx_conn, at the peer) receives and
  * acknowledges. Every packet starts with rd_hdr; 'dest' names the object it
- * is for at the receiver (DATA, CREQ, DISC: an rx_conn; ACK, NAK, CREP: an
- * rd_ep). Sequence numbers, the window, acks and retransmission are rel.h's.
+ * is for at the receiver (DATA, CREQ, DISC, ACK_REQ: an rx_conn; ACK, NAK,
+ * CREP: an rd_ep). Sequence numbers, the window, acks and retransmission are rel.h's.
  * When an endpoint and a receive connection join the same pair of
  * interfaces, they are partners: the receive connection's ack rides in the
  * endpoint's DATA headers (ack_dest/ack_psn) instead of a packet of its own.
@@ -50,8 +52,13 @@ struct __attribute__((packed)) rd_hdr {
         alive = 8, ///< the answer, to its rx_conn (disc_body: the endpoint)
         /// to an rd_ep whose receive connection was reclaimed and is back:
         /// it is now crep_body's conn_id; ack_psn: the last psn delivered
-        rebind = 9
+        rebind = 9,
+        /// to an rx_conn: acknowledge now (a flush waits for the window)
+        ack_req = 10
     };
+    /// In 'type' of a DATA packet: acknowledge it now (its sender waits
+    /// for the ack: a completion, a full window).
+    static constexpr uint8_t flag_ack_req = 0x80;
 
     uint32_t dest;     ///< id of the receiving object (see above)
     uint32_t ack_dest; ///< DATA: endpoint id a piggybacked ack is for (0: none)
@@ -91,9 +98,10 @@ struct __attribute__((packed)) iface_addr {
 
 /// A received packet whose header passed the checks that need no state.
 struct parsed_pkt {
-    rd_hdr      hdr;
+    rd_hdr      hdr;      ///< type without flag_ack_req
     const char *body;
     size_t      body_len;
+    bool        ack_req;  ///< DATA: the sender asks for the ack now
 };
 
 /// Validate a received packet (rd_hdr first): length, magic, known type,
@@ -102,18 +110,25 @@ struct parsed_pkt {
 [[nodiscard]] bool parse_hdr(const char *pkt, size_t len, parsed_pkt *out);
 
 /// A reliable packet may be an RDMA WRITE with immediate data (uc_zv's
-/// put): the immediate is a marker bit and the psn, and the receive
-/// completion of the write is the packet.
-constexpr uint32_t put_imm_flag = 0x80000000u;
-inline uint32_t put_imm(uint16_t psn) { return __builtin_bswap32(put_imm_flag | psn); }
-/// The receive side of put_imm: 'host_imm' is ntohl(wc.imm_data). True, with
-/// the psn, only for what put_imm produces (the marker bit, no other bits).
-[[nodiscard]] inline bool decode_put_imm(uint32_t host_imm, uint16_t *psn)
+/// put): the immediate is a marker bit, an ack-request bit and the psn, and
+/// the receive completion of the write is the packet.
+constexpr uint32_t put_imm_flag    = 0x80000000u;
+constexpr uint32_t put_imm_ack_req = 0x40000000u;
+inline uint32_t put_imm(uint16_t psn, bool ack_req)
 {
-    if ((host_imm & ~(put_imm_flag | 0xffffu)) != 0 || !(host_imm & put_imm_flag)) {
+    return __builtin_bswap32(put_imm_flag | (ack_req ? put_imm_ack_req : 0) | psn);
+}
+/// The receive side of put_imm: 'host_imm' is ntohl(wc.imm_data). True, with
+/// the psn and the ack request, only for what put_imm produces (the marker
+/// bit, no other bits).
+[[nodiscard]] inline bool decode_put_imm(uint32_t host_imm, uint16_t *psn, bool *ack_req)
+{
+    if (((host_imm & ~(put_imm_flag | put_imm_ack_req | 0xffffu)) != 0) ||
+        !(host_imm & put_imm_flag)) {
         return false;
     }
-    *psn = static_cast<uint16_t>(host_imm);
+    *psn     = static_cast<uint16_t>(host_imm);
+    *ack_req = (host_imm & put_imm_ack_req) != 0;
     return true;
 }
 
@@ -272,6 +287,7 @@ struct rd_iface {
     unsigned                 max_inline     = 0; ///< granted by the device
     unsigned                 max_payload    = 0; ///< bytes after rd_hdr in one packet
     unsigned                 tx_outstanding = 0; ///< work requests posted
+    ibv_send_wr              tx_wr          = {}; ///< post_desc's, reused
     /// Work requests that may be outstanding: TX_QUEUE_LEN, or 0 while the
     /// transport's QP is broken, so that nothing is posted to it (sends,
     /// resends, control packets, pending requests) until it has been reset.
@@ -291,6 +307,8 @@ struct rd_iface {
     rx_conn                 *owe_conns   = nullptr; ///< conns owing an ack
     std::vector<rd_ep *>     graveyard;  ///< destroyed eps with sends still posted
     bool                     in_progress = false; ///< inside progress(): defer frees
+    bool                     now_valid   = false; ///< 'now' was read in this progress
+    ucs_time_t               now         = 0;
     unsigned                 progress_count = 0;
     ucs_time_t               next_timer  = 0;
     ucs_time_t               timer_tick  = 0;
@@ -307,6 +325,20 @@ struct rd_iface {
 };
 
 inline rd_iface *to_rd(uct_iface_h iface) { return reinterpret_cast<rd_iface *>(iface); }
+
+/// The time: read once per progress call (everything one progress call
+/// handles happens "now"), and afresh on every call outside progress.
+inline ucs_time_t clock_now(rd_iface *iface)
+{
+    if (!iface->in_progress) {
+        return ucs_get_time();
+    }
+    if (!iface->now_valid) {
+        iface->now       = ucs_get_time();
+        iface->now_valid = true;
+    }
+    return iface->now;
+}
 
 // ---------------------------------------------------------------- interface
 
@@ -359,10 +391,11 @@ ucs_status_t send_to_ep(rd_iface *iface, const rx_conn *c, uint8_t type, const v
                         size_t body_len);
 /// A reliable packet (AM or, with am == false, a completed put) for 'c':
 /// the reliability verdict, then delivery. Returns true when UCP kept b.
-bool deliver_data(rd_iface *iface, rx_conn *c, const rd_hdr &hdr, const char *body,
-                  size_t body_len, iface::buffer *b, bool am);
+bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am);
 void release_desc(rd_iface *iface, tx_desc *d);
 void owe_link(rd_iface *iface, rx_conn *c);
+/// The sender of c asks for an ack now (ACK_REQ).
+void ack_requested(rd_iface *iface, rx_conn *c);
 /// A new receive connection (id given, rel state ready, partner found);
 /// null when the table is full or memory is short.
 rx_conn *conn_alloc(rd_iface *iface, rel::psn_t first_psn);

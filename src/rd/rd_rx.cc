@@ -133,16 +133,16 @@ unsigned poll_rx(rd_iface *iface)
         dispatch(iface, h->data(), iface->held_wc, h);
     }
     if (iface->owe_conns != nullptr) {
-        send_acks(iface, ucs_get_time());
+        send_acks(iface, clock_now(iface));
     }
     iface->rx_ring.refill();
     return static_cast<unsigned>(n > 0 ? n : 0);
 }
 
-bool deliver_data(rd_iface *iface, rx_conn *c, const rd_hdr &hdr, const char *,
-                  size_t body_len, iface::buffer *b, bool am)
+bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
 {
-    rel::receiver::verdict v = c->rx.on_data(hdr.psn, ucs_get_time());
+    const rd_hdr &hdr        = p.hdr;
+    rel::receiver::verdict v = c->rx.on_data(hdr.psn, clock_now(iface), p.ack_req);
     owe_link(iface, c);
     if (v == rel::receiver::verdict::duplicate) {
         ++iface->dup_rx;
@@ -157,7 +157,7 @@ bool deliver_data(rd_iface *iface, rx_conn *c, const rd_hdr &hdr, const char *,
     }
     ucs_status_t status = uct_iface_invoke_am(&iface->super.super, hdr.am_id,
                                               am_data(iface, b),
-                                              static_cast<unsigned>(body_len),
+                                              static_cast<unsigned>(p.body_len),
                                               UCT_CB_PARAM_FLAG_DESC);
     if (status == UCS_OK) {
         return false;
@@ -167,6 +167,12 @@ bool deliver_data(rd_iface *iface, rx_conn *c, const rd_hdr &hdr, const char *,
     *reinterpret_cast<uct_recv_desc_t **>(desc - sizeof(uct_recv_desc_t *)) =
             &iface->release_desc.super;
     return true;
+}
+
+void ack_requested(rd_iface *iface, rx_conn *c)
+{
+    c->rx.request_ack();
+    owe_link(iface, c);
 }
 
 void owe_link(rd_iface *iface, rx_conn *c)

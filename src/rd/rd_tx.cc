@@ -14,18 +14,19 @@ ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d)
     if (iface->tx_outstanding >= iface->tx_limit) {
         return UCS_ERR_NO_RESOURCE;
     }
-    ibv_send_wr wr      = {};
-    wr.wr_id            = reinterpret_cast<uintptr_t>(d);
-    wr.sg_list          = d->sge;
-    wr.num_sge          = d->num_sge;
-    wr.opcode           = static_cast<ibv_wr_opcode>(d->opcode);
-    wr.send_flags       = IBV_SEND_SIGNALED;
-    if ((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) {
-        wr.send_flags |= IBV_SEND_INLINE;
-    }
+    // The interface's one work request (its 'next' stays null): only what
+    // differs between packets is written, nothing is zero-filled per post.
+    ibv_send_wr &wr = iface->tx_wr;
+    wr.wr_id        = reinterpret_cast<uintptr_t>(d);
+    wr.sg_list      = d->sge;
+    wr.num_sge      = d->num_sge;
+    wr.opcode       = static_cast<ibv_wr_opcode>(d->opcode);
+    wr.send_flags   = ((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) ?
+                      (IBV_SEND_SIGNALED | IBV_SEND_INLINE) : IBV_SEND_SIGNALED;
     // On a connected QP the provider ignores the datagram address.
     if (d->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-        wr.imm_data            = put_imm(d->pkt.psn);
+        wr.imm_data            = put_imm(d->pkt.psn,
+                                         (d->hdr()->type & rd_hdr::flag_ack_req) != 0);
         wr.wr.rdma.remote_addr = d->remote_addr;
         wr.wr.rdma.rkey        = d->rkey;
     } else {

@@ -18,11 +18,17 @@ bool parse_hdr(const char *pkt, size_t len, parsed_pkt *out)
     if (out->hdr.magic != rd_hdr::magic_value) {
         return false;
     }
+    out->ack_req = (out->hdr.type & rd_hdr::flag_ack_req) != 0;
+    out->hdr.type &= static_cast<uint8_t>(~rd_hdr::flag_ack_req);
+    if (out->ack_req && (out->hdr.type != rd_hdr::data)) {
+        return false; // the flag is DATA's
+    }
     switch (out->hdr.type) {
     case rd_hdr::data:
         return out->hdr.am_id < UCT_AM_ID_MAX;
     case rd_hdr::ack:
     case rd_hdr::nak:
+    case rd_hdr::ack_req:
         return true;
     case rd_hdr::creq:
         return out->body_len >= sizeof(creq_body);

@@ -20,7 +20,10 @@ namespace zv::rel {
  *   per gap asks the sender to go back now instead of at its timeout).
  * - The receiver acknowledges cumulatively (ack_psn = last psn delivered):
  *   piggybacked on its own traffic when there is some, otherwise in a
- *   stand-alone ACK after 'ack_every' deliveries or 'ack_delay' time.
+ *   stand-alone ACK after 'ack_every' deliveries or 'ack_delay' time, or
+ *   at once when the sender asks for it (a packet whose completion someone
+ *   waits for, one that fills the window, a flush): then nobody waits for
+ *   ack_delay.
  * - The sender keeps at most 'window' unacknowledged packets (the transport
  *   keeps their buffers for retransmission: memory is bounded by the
  *   window). With packets outstanding it runs one timer: when it expires,
@@ -263,14 +266,16 @@ public:
     }
 
     /// A reliable packet with 'psn' arrived: deliver it (the next in
-    /// order), or drop it as a duplicate or as beyond a gap.
-    verdict on_data(psn_t psn, uint64_t now)
+    /// order), or drop it as a duplicate or as beyond a gap. 'ack_req': the
+    /// sender asks for the ack now.
+    verdict on_data(psn_t psn, uint64_t now, bool ack_req = false)
     {
         if (psn == m_expected) {
             ++m_expected;
             if (m_unacked++ == 0) {
                 m_ack_deadline = now + m_s->ack_delay;
             }
+            m_ack_now = m_ack_now || ack_req;
             // A NAK still waiting to go out covers the gap behind this
             // packet too: no second one for it.
             m_nak_sent = m_nak_now;
@@ -302,6 +307,11 @@ public:
     /// Something is owed to the sender (an ack or a NAK), now or later.
     bool owes() const { return m_ack_now || m_nak_now || (m_unacked > 0); }
     uint64_t ack_deadline() const { return m_ack_deadline; }
+
+    /// The sender asks where the stream stands (it waits for its window
+    /// to drain): an ack is due now, even if the last one already left
+    /// (it may have been lost).
+    void request_ack() { m_ack_now = true; }
 
     /// An ack (or NAK) carrying ack_psn() left: nothing is owed any more.
     void acked()

@@ -61,21 +61,45 @@ ucs_status_t create_uc_qp(uc_iface *iface, ibv_qp **qp_p, unsigned *max_inline =
 
 // ---------------------------------------------------------------- connections
 
+/// On a connected QP the endpoint is the QP's: a piggybacked ack's
+/// ack_dest only says that one is there.
+constexpr uint32_t qp_ep_marker = 1;
+
+/// Set what QP 'qpn' carries (both null: it is forgotten). False if memory
+/// is short (nothing changed).
+[[nodiscard]] bool set_qp(uc_iface *iface, uint32_t qpn, rx_conn *conn, rd_ep *ep)
+{
+    const qp_objs cur = iface->by_qp.find(qpn);
+    if ((cur.conn == nullptr) && (cur.ep == nullptr)) {
+        return ((conn == nullptr) && (ep == nullptr)) || iface->by_qp.add(qpn, {conn, ep});
+    }
+    if ((conn == nullptr) && (ep == nullptr)) {
+        iface->by_qp.remove(qpn);
+    } else {
+        iface->by_qp.at(qpn) = {conn, ep};
+    }
+    if ((conn != nullptr) && (ep != nullptr)) {
+        conn->partner = ep;
+        ep->partner   = conn;
+    }
+    return true;
+}
+
 void qp_released(void *arg, ibv_qp *qp)
 {
-    auto *iface = static_cast<uc_iface *>(arg);
-    auto it     = iface->conn_by_qp.find(qp->qp_num);
-    if (it != iface->conn_by_qp.end()) {
-        rx_conn *c = it->second;
-        iface->conn_by_qp.erase(it);
-        conn_free(&iface->super, c);
+    auto *iface       = static_cast<uc_iface *>(arg);
+    const qp_objs cur = iface->by_qp.find(qp->qp_num);
+    if (cur.conn != nullptr) {
+        (void)set_qp(iface, qp->qp_num, nullptr, cur.ep); // (never allocates)
+        conn_free(&iface->super, cur.conn);
     }
 }
 
 /// The receive connection of a connected QP (the peer's sends on it).
 ucs_status_t add_rx_conn(uc_iface *iface, ibv_qp *qp, uint32_t peer_qpn)
 {
-    if (iface->conn_by_qp.count(qp->qp_num) != 0) {
+    const qp_objs cur = iface->by_qp.find(qp->qp_num);
+    if (cur.conn != nullptr) {
         return UCS_OK;
     }
     if (iface->super.conns.full()) {
@@ -87,7 +111,11 @@ ucs_status_t add_rx_conn(uc_iface *iface, ibv_qp *qp, uint32_t peer_qpn)
     }
     c->qp       = qp;
     c->peer_qpn = peer_qpn;
-    iface->conn_by_qp[qp->qp_num] = c;
+    c->peer_ep  = qp_ep_marker;
+    if (!set_qp(iface, qp->qp_num, c, cur.ep)) {
+        conn_free(&iface->super, c);
+        return UCS_ERR_NO_MEMORY;
+    }
     return UCS_OK;
 }
 
@@ -158,10 +186,12 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         }
     }
     ep_register(ep);
-    iface->ep_by_qp[ep->qp->qp_num] = ep;
-    status = iface->conn.start(ep->id, ep->peer, ep->peer_qpn, ep->qp);
+    rx_conn *conn = iface->by_qp.find(ep->qp->qp_num).conn;
+    status        = set_qp(iface, ep->qp->qp_num, conn, ep) ?
+                    iface->conn.start(ep->id, ep->peer, ep->peer_qpn, ep->qp) :
+                    UCS_ERR_NO_MEMORY;
     if (status != UCS_OK) {
-        iface->ep_by_qp.erase(ep->qp->qp_num);
+        (void)set_qp(iface, ep->qp->qp_num, conn, nullptr);
         ep_release(ep);
         return status;
     }
@@ -171,8 +201,9 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 
 void ep_destroy(uct_ep_h uct_ep)
 {
-    rd_ep *ep = to_ep(uct_ep);
-    to_uc(ep->iface)->ep_by_qp.erase(ep->qp->qp_num);
+    rd_ep *ep       = to_ep(uct_ep);
+    uc_iface *iface = to_uc(ep->iface);
+    (void)set_qp(iface, ep->qp->qp_num, iface->by_qp.find(ep->qp->qp_num).conn, nullptr);
     // Not flushed: the peer may still send on the QP (its receive
     // connection here stays). Every send is signaled, so the endpoint's
     // descriptors are released by their completions, and the QP goes back
@@ -191,18 +222,17 @@ void ep_freed(rd_ep *ep)
 
 bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b)
 {
-    uc_iface *iface = to_uc(rd);
+    const qp_objs on = to_uc(rd)->by_qp.find(wc.qp_num);
     if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        parsed_pkt put = {};
         uint16_t psn;
-        auto it = iface->conn_by_qp.find(wc.qp_num);
-        if (!decode_put_imm(ntohl(wc.imm_data), &psn) || (it == iface->conn_by_qp.end())) {
+        if (!decode_put_imm(ntohl(wc.imm_data), &psn, &put.ack_req) || (on.conn == nullptr)) {
             ++rd->bad_rx;
             return false;
         }
-        rd_hdr h = {};
-        h.psn    = psn;
+        put.hdr.psn = psn;
         ++rd->rx_puts;
-        return deliver_data(rd, it->second, h, nullptr, 0, b, false);
+        return deliver_data(rd, on.conn, put, b, false);
     }
     parsed_pkt p;
     if ((wc.opcode != IBV_WC_RECV) || (wc.wc_flags & IBV_WC_WITH_IMM) ||
@@ -211,25 +241,34 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
         return false;
     }
     switch (p.hdr.type) {
-    case rd_hdr::data: {
-        auto it = iface->conn_by_qp.find(wc.qp_num);
-        if (it == iface->conn_by_qp.end()) {
+    case rd_hdr::data:
+        if (on.conn == nullptr) {
             ++rd->bad_rx;
             return false;
         }
-        return deliver_data(rd, it->second, p.hdr, p.body, p.body_len, b, true);
-    }
-    case rd_hdr::ack:
-    case rd_hdr::nak: {
-        auto it = iface->ep_by_qp.find(wc.qp_num);
-        if ((it == iface->ep_by_qp.end()) ||
-            (it->second->st != rd_ep::state::connected)) {
+        if (p.hdr.ack_dest != 0) { // the piggybacked ack of our endpoint's stream
+            if ((on.ep != nullptr) && (on.ep->st == rd_ep::state::connected)) {
+                ep_packet(on.ep, p.hdr, nullptr);
+            } else {
+                ++rd->bad_rx;
+            }
+        }
+        return deliver_data(rd, on.conn, p, b, true);
+    case rd_hdr::ack_req:
+        if (on.conn == nullptr) {
             ++rd->bad_rx;
             return false;
         }
-        ep_packet(it->second, p.hdr, p.body);
+        ack_requested(rd, on.conn);
         return false;
-    }
+    case rd_hdr::ack:
+    case rd_hdr::nak:
+        if ((on.ep == nullptr) || (on.ep->st != rd_ep::state::connected)) {
+            ++rd->bad_rx;
+            return false;
+        }
+        ep_packet(on.ep, p.hdr, p.body);
+        return false;
     default:
         ++rd->bad_rx; // no CREQ/CREP/DISC on connected queue pairs
         return false;
@@ -240,9 +279,9 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
 /// peer connection).
 void fail_qp(uc_iface *iface, uint32_t qpn, const char *why)
 {
-    auto it = iface->ep_by_qp.find(qpn);
-    if ((it != iface->ep_by_qp.end()) && (it->second->st != rd_ep::state::failed)) {
-        ep_fail(it->second, UCS_ERR_IO_ERROR, why);
+    rd_ep *ep = iface->by_qp.find(qpn).ep;
+    if ((ep != nullptr) && (ep->st != rd_ep::state::failed)) {
+        ep_fail(ep, UCS_ERR_IO_ERROR, why);
     }
 }
 

@@ -4,9 +4,8 @@
 #define ZV_UC_UC_IFACE_H
 
 #include "iface/conn.h"
+#include "iface/qp_table.h"
 #include "rd/rd_ep.h"
-
-#include <unordered_map>
 
 namespace zv::uc {
 
@@ -22,6 +21,15 @@ struct uc_settings {
     ucs_on_off_auto_value_t one_packet   = UCS_CONFIG_AUTO;
 };
 
+/// What one connected QP carries: the peer's stream (its receive
+/// connection, from the moment the QP is connected) and ours (the endpoint
+/// that uses it, if any). They are partners: the receive connection's acks
+/// ride in the endpoint's DATA.
+struct qp_objs {
+    rx_conn *conn = nullptr;
+    rd_ep   *ep   = nullptr;
+};
+
 /// One SRQ; connections set up by the shared connection manager; packets
 /// matched to objects by the queue pair they arrive on.
 struct uc_iface {
@@ -29,8 +37,7 @@ struct uc_iface {
     uc_settings              settings;
     ibv_srq                 *srq = nullptr;
     iface::conn_manager      conn;
-    std::unordered_map<uint32_t, rd_ep *>   ep_by_qp;
-    std::unordered_map<uint32_t, rx_conn *> conn_by_qp;
+    iface::qp_table<qp_objs> by_qp;
 };
 
 inline uc_iface *to_uc(rd_iface *iface) { return reinterpret_cast<uc_iface *>(iface); }

@@ -90,7 +90,7 @@ void handle_creq(ud_iface *iface, const rd_hdr &hdr, uint32_t src_qp, const char
             return; // counted and logged; the peer's endpoint retries or times out
         }
     }
-    (void)c->rx.on_data(hdr.psn, ucs_get_time());
+    (void)c->rx.on_data(hdr.psn, clock_now(rd));
     crep_body r{c->id};
     if (send_to_ep(rd, c, rd_hdr::crep, &r, sizeof(r)) == UCS_OK) {
         c->rx.acked();
@@ -143,7 +143,7 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
         if (hdr.ack_dest != 0) {
             handle_ep_packet(rd, hdr, src_qp, nullptr, 0);
         }
-        return deliver_data(rd, c, hdr, p.body, p.body_len, b, true);
+        return deliver_data(rd, c, p, b, true);
     }
     case rd_hdr::creq:
         handle_creq(iface, hdr, src_qp, p.body, pkt, (wc.wc_flags & IBV_WC_GRH) != 0);
@@ -155,6 +155,15 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
     case rd_hdr::probe:
         answer_probe(iface, hdr, src_qp, p.body);
         return false;
+    case rd_hdr::ack_req: {
+        rx_conn *c = conn_lookup(rd, hdr.dest, src_qp);
+        if (c == nullptr) {
+            ++rd->bad_rx;
+            return false;
+        }
+        ack_requested(rd, c);
+        return false;
+    }
     case rd_hdr::ack:
     case rd_hdr::nak:
     case rd_hdr::crep:

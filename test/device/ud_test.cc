@@ -385,6 +385,67 @@ TEST_P(ud_zv, dead_peer_is_an_endpoint_error_in_bounded_time)
     close_side(c);
 }
 
+/// Nobody waits for a delayed ack: a zero-copy send's completion (and on
+/// uc_zv a put's) and a flush come back within round trips, not after
+/// ACK_DELAY, set to 2 s here so that one that waited for it fails.
+TEST_P(ud_zv, completions_and_flush_do_not_wait_for_the_delayed_ack)
+{
+    uct_side c, d;
+    const std::vector<std::pair<const char *, const char *>> cfg = {
+            {"ACK_DELAY", "2s"}, {"RTO", "4s"}, {"RTO_MAX", "8s"}, {"TIMEOUT", "60s"}};
+    open_side(c, cfg);
+    open_side(d, cfg);
+    unsigned got = 0;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id,
+                                               [](void *arg, void *, size_t, unsigned) {
+                                                   ++*static_cast<unsigned *>(arg);
+                                                   return UCS_OK;
+                                               },
+                                               &got, 0));
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    region src = reg(512, UCT_MD_MEM_ACCESS_LOCAL_READ);
+    region dst = reg(512, UCT_MD_MEM_ACCESS_REMOTE_PUT);
+    auto seconds_until = [&](auto pred) {
+        auto start = std::chrono::steady_clock::now();
+        EXPECT_TRUE(run_until({&c, &d}, pred, 10));
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    for (int i = 0; i < 3; ++i) {
+        uct_iov_t iov = {src.addr, 512, src.memh, 0, 1};
+        counting_comp comp;
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_am_zcopy(ep, am_id, nullptr, 0, &iov, 1, 0, &comp.super));
+        EXPECT_LT(seconds_until([&] { return comp.done == 1; }), 1.0) << "am_zcopy " << i;
+        EXPECT_EQ(UCS_OK, comp.status);
+        if (is_uc()) {
+            counting_comp put;
+            ASSERT_EQ(UCS_INPROGRESS,
+                      uct_ep_put_zcopy(ep, &iov, 1, reinterpret_cast<uintptr_t>(dst.addr),
+                                       dst.rkey.rkey, &put.super));
+            EXPECT_LT(seconds_until([&] { return put.done == 1; }), 1.0) << "put_zcopy " << i;
+        }
+        // A send nobody waits for, then a flush that does.
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, 0, nullptr, 0));
+        counting_comp flushed;
+        ucs_status_t status = uct_ep_flush(ep, 0, &flushed.super);
+        ASSERT_TRUE((status == UCS_INPROGRESS) || (status == UCS_OK)) << ucs_status_string(status);
+        if (status == UCS_INPROGRESS) {
+            EXPECT_LT(seconds_until([&] { return flushed.done == 1; }), 1.0) << "flush " << i;
+        }
+        // And the polled form, as UCP's own flush uses it.
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, 0, nullptr, 0));
+        EXPECT_LT(seconds_until([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }), 1.0)
+                << "polled flush " << i;
+    }
+    EXPECT_TRUE(run_until({&c, &d}, [&] { return got == 9; })) << got;
+    uct_ep_destroy(ep);
+    dereg(src);
+    dereg(dst);
+    close_side(d);
+    close_side(c);
+}
+
 TEST_P(ud_zv, unanswered_connection_request_times_out)
 {
     uct_side c, d;

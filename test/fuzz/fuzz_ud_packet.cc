@@ -21,7 +21,14 @@ void check_accepted(const char *pkt, size_t size, size_t hdr_off, const parsed_p
     ZV_FUZZ_CHECK(size >= hdr_off + sizeof(rd_hdr));
     ZV_FUZZ_CHECK(p.body == pkt + hdr_off + sizeof(rd_hdr));
     ZV_FUZZ_CHECK(p.body_len == size - hdr_off - sizeof(rd_hdr));
-    ZV_FUZZ_CHECK(std::memcmp(&p.hdr, pkt + hdr_off, sizeof(rd_hdr)) == 0);
+    // The header as sent, but for the ack-request flag (DATA's only),
+    // which parsing moves out of 'type'.
+    rd_hdr raw;
+    std::memcpy(&raw, pkt + hdr_off, sizeof(raw));
+    ZV_FUZZ_CHECK(p.ack_req == ((raw.type & rd_hdr::flag_ack_req) != 0));
+    ZV_FUZZ_CHECK(!p.ack_req || (p.hdr.type == rd_hdr::data));
+    raw.type &= static_cast<uint8_t>(~rd_hdr::flag_ack_req);
+    ZV_FUZZ_CHECK(std::memcmp(&p.hdr, &raw, sizeof(rd_hdr)) == 0);
     ZV_FUZZ_CHECK(p.hdr.magic == rd_hdr::magic_value);
     (void)zv::fuzz::read_all(p.body, p.body_len);
     // ...and every field the receive path then reads without further checks
@@ -34,6 +41,7 @@ void check_accepted(const char *pkt, size_t size, size_t hdr_off, const parsed_p
         break;
     case rd_hdr::ack:
     case rd_hdr::nak:
+    case rd_hdr::ack_req:
         break;
     case rd_hdr::creq: {
         creq_body b;
@@ -84,12 +92,13 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         uint32_t imm;
         uint16_t psn = 0;
         std::memcpy(&imm, data, sizeof(imm));
-        if (decode_put_imm(imm, &psn)) {
-            // Accepted: exactly what a sender's put_imm(psn) carries.
-            ZV_FUZZ_CHECK(__builtin_bswap32(put_imm(psn)) == imm);
+        bool ack_req;
+        if (decode_put_imm(imm, &psn, &ack_req)) {
+            // Accepted: exactly what a sender's put_imm(psn, ack_req) carries.
+            ZV_FUZZ_CHECK(__builtin_bswap32(put_imm(psn, ack_req)) == imm);
         } else {
             // Refused: put_imm never produces it.
-            ZV_FUZZ_CHECK(!(imm & put_imm_flag) || (imm & 0x7fff0000u) != 0);
+            ZV_FUZZ_CHECK(!(imm & put_imm_flag) || (imm & 0x3fff0000u) != 0);
         }
     }
     return 0;

@@ -732,5 +732,32 @@ TEST(rel_receiver, ack_every_and_ack_delay_are_honoured)
     EXPECT_FALSE(rx.ack_due(t0 + 10 * s.ack_delay)) << "nothing new to ack";
 }
 
+TEST(rel_receiver, an_ack_request_makes_the_ack_due_at_once)
+{
+    rel::settings s = realistic(256, 32);
+    rel::receiver rx;
+    rx.init(&s, 0);
+    // A delivery without the request waits for ack_every or ack_delay...
+    ASSERT_EQ(verdict::deliver, rx.on_data(0, 100));
+    EXPECT_FALSE(rx.ack_due(100));
+    // ...one with it is due now.
+    ASSERT_EQ(verdict::deliver, rx.on_data(1, 101, true));
+    EXPECT_TRUE(rx.ack_due(101));
+    EXPECT_EQ(rel::psn_t(1), rx.ack_psn());
+    rx.acked();
+    EXPECT_FALSE(rx.owes());
+    // A request for a stream already acknowledged (the ack may be lost)
+    // sends the ack again.
+    rx.request_ack();
+    EXPECT_TRUE(rx.owes());
+    EXPECT_TRUE(rx.ack_due(102));
+    EXPECT_EQ(rel::psn_t(1), rx.ack_psn());
+    rx.acked();
+    // The request of a packet that is not delivered (a duplicate here)
+    // still gets an ack, as every duplicate does.
+    EXPECT_EQ(verdict::duplicate, rx.on_data(1, 103, true));
+    EXPECT_TRUE(rx.ack_due(103));
+}
+
 } // namespace
 } // namespace zv::test

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Instructions per message, as valgrind's callgrind counts them
+// (contrib/bench/msg-cost.sh runs this and prints the ratios): a count the
+// emulator's speed and the host's load cannot move, and on a real HCA,
+// where the wire is fast, the part of the latency that is software.
+//
+// Usage:
+//   zv_msg_cost uct TRANSPORT DEVICE OP SIZE ROUNDS
+//       OP: am_short (SIZE includes its 8-byte header), am_bcopy, put_zcopy
+//       (SIZE bytes moved by puts of at most the transport's max_zcopy each:
+//       one for rc, one per MTU for uc_zv)
+//   zv_msg_cost ucp SIZE ROUNDS
+//       UCP tag messages; the transports are UCX_TLS's, the device
+//       UCX_NET_DEVICES's.
+//
+// Two interfaces (UCT) or two workers (UCP) of this process, on one
+// device, ping-pong ROUNDS times: A sends to B, B to A. What is counted is
+// each send call and each progress call, nothing else: under
+// `valgrind --tool=callgrind --collect-atstart=no` the program turns
+// collection on around exactly those calls. Before each progress call it
+// sleeps (the device, not this process, moves the packet), so most calls
+// find work; the ones that find none are counted ("empty"), and afterwards
+// IDLE progress calls with nothing to do are collected apart, so that the
+// script can take the empty ones out at the idle cost. Dumps: "messages"
+// (the rounds, then a drain until nothing is left: late acks and send
+// completions belong to the messages), then "idle".
+//
+// Prints: "messages M empty E idle K". Natively (no valgrind) the client
+// requests do nothing and the program only checks that the ping-pong runs.
+#include "uct_side.h"
+
+#include <ucp/api/ucp.h>
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_TOGGLE_COLLECT
+#define CALLGRIND_DUMP_STATS_AT(s) ((void)(s))
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+#include <vector>
+
+using namespace zv::bench;
+
+namespace {
+
+constexpr unsigned idle_polls  = 2000;
+constexpr unsigned sleep_us    = 100; ///< before each progress call
+constexpr unsigned warmup      = 10;  ///< rounds not counted (connection, caches)
+constexpr unsigned drain_empty = 20;  ///< empty polls in a row that end the drain
+
+bool     g_counting = false;
+unsigned g_empty    = 0;
+auto     g_deadline = std::chrono::steady_clock::now();
+
+/// f(), collected when counting.
+template <class F> auto counted(F &&f)
+{
+    if (g_counting) {
+        CALLGRIND_TOGGLE_COLLECT;
+    }
+    auto r = f();
+    if (g_counting) {
+        CALLGRIND_TOGGLE_COLLECT;
+    }
+    return r;
+}
+
+void check_deadline()
+{
+    if (std::chrono::steady_clock::now() > g_deadline) {
+        die("no progress within 300 s", UCS_ERR_TIMED_OUT);
+    }
+}
+
+/// One progress call after a pause, counted; true if it found work.
+template <class P> bool poll(P &&progress)
+{
+    usleep(sleep_us);
+    check_deadline();
+    unsigned n = counted(progress);
+    if (n == 0) {
+        g_empty += g_counting;
+    }
+    return n != 0;
+}
+
+/// The end of the measured rounds: progress until nothing is left, the
+/// "messages" dump, then idle_polls empty progress calls, the "idle" dump.
+template <class PA, class PB> void drain_and_idle(PA &&pa, PB &&pb)
+{
+    for (unsigned quiet = 0; quiet < drain_empty;) {
+        bool a = poll(pa), b = poll(pb);
+        quiet  = (a || b) ? 0 : quiet + 1;
+    }
+    CALLGRIND_DUMP_STATS_AT("messages");
+    for (unsigned i = 0; i < idle_polls / 2; ++i) {
+        counted(pa);
+        counted(pb);
+    }
+    CALLGRIND_DUMP_STATS_AT("idle");
+}
+
+// ---------------------------------------------------------------- UCT
+
+struct uct_party {
+    side             s;
+    uct_ep_h         ep    = nullptr;
+    unsigned         got   = 0; ///< active messages received
+    std::vector<char> buf;
+    uct_mem_h        memh  = UCT_MEM_HANDLE_NULL;
+    uct_rkey_bundle_t rkey = {};  ///< the other party's buffer
+    uct_completion_t done  = {};
+    size_t           put_off = 0; ///< bytes of the current message posted
+    unsigned progress() { return uct_worker_progress(s.worker); }
+};
+
+struct pack_arg {
+    const char *buf;
+    size_t      len;
+};
+
+size_t pack(void *dest, void *arg)
+{
+    auto *a = static_cast<pack_arg *>(arg);
+    std::memcpy(dest, a->buf, a->len);
+    return a->len;
+}
+
+/// The next of the puts that move 'size' bytes from p to q, each at most
+/// the transport's max_zcopy (uc_zv's are one MTU); UCS_OK once all are
+/// posted. They share p.done.
+ucs_status_t put_chunks(uct_party &p, uct_party &q, size_t size)
+{
+    const size_t max = p.s.attr.cap.put.max_zcopy;
+    while (p.put_off < size) {
+        size_t len    = std::min(max, size - p.put_off);
+        uct_iov_t iov = {p.buf.data() + p.put_off, len, p.memh, 0, 1};
+        ucs_status_t status = counted([&] {
+            return uct_ep_put_zcopy(p.ep, &iov, 1,
+                                    reinterpret_cast<uintptr_t>(q.buf.data() + p.put_off),
+                                    p.rkey.rkey, &p.done);
+        });
+        if (status == UCS_OK) {
+            --p.done.count;
+        } else if (status != UCS_INPROGRESS) {
+            return status;
+        }
+        p.put_off += len;
+    }
+    return UCS_OK;
+}
+
+/// One message of 'op' from p to q; true once its completion (put) or its
+/// arrival (am) has been seen.
+void uct_send(uct_party &p, uct_party &q, const char *op, size_t size)
+{
+    ucs_status_t status;
+    unsigned before = q.got;
+    if (std::strcmp(op, "put_zcopy") == 0) {
+        const size_t max = p.s.attr.cap.put.max_zcopy;
+        p.done.count     = static_cast<int>((size + max - 1) / max) + 1; // +1: ours
+        p.done.status    = UCS_OK;
+        p.put_off        = 0;
+    }
+    for (;;) {
+        if (std::strcmp(op, "am_short") == 0) {
+            uint64_t hdr = 0;
+            status = counted([&] {
+                return uct_ep_am_short(p.ep, 1, hdr, p.buf.data(),
+                                       static_cast<unsigned>(size - sizeof(hdr)));
+            });
+        } else if (std::strcmp(op, "am_bcopy") == 0) {
+            pack_arg a = {p.buf.data(), size};
+            ssize_t n  = counted([&] { return uct_ep_am_bcopy(p.ep, 1, pack, &a, 0); });
+            status     = (n < 0) ? static_cast<ucs_status_t>(n) : UCS_OK;
+        } else {
+            status = put_chunks(p, q, size);
+        }
+        if (status != UCS_ERR_NO_RESOURCE) {
+            break;
+        }
+        poll([&] { return p.progress(); });
+        poll([&] { return q.progress(); });
+    }
+    if (UCS_STATUS_IS_ERR(status)) {
+        die(op, status);
+    }
+    if (std::strcmp(op, "put_zcopy") == 0) {
+        --p.done.count; // all posted
+        while (p.done.count != 0) { // the peer's progress may be what acks it
+            poll([&] { return q.progress(); });
+            poll([&] { return p.progress(); });
+        }
+    } else {
+        while (q.got == before) {
+            poll([&] { return q.progress(); });
+        }
+    }
+}
+
+int run_uct(const char *tl, const char *dev, const char *op, size_t size, unsigned rounds)
+{
+    const bool put = (std::strcmp(op, "put_zcopy") == 0);
+    if (!put && (std::strcmp(op, "am_short") != 0) && (std::strcmp(op, "am_bcopy") != 0)) {
+        std::fprintf(stderr, "%s: unknown operation '%s' (am_short, am_bcopy, put_zcopy)\n",
+                     prog, op);
+        return 1;
+    }
+    if ((std::strcmp(op, "am_short") == 0) && (size < sizeof(uint64_t))) {
+        std::fprintf(stderr, "%s: am_short's SIZE includes its 8-byte header\n", prog);
+        return 1;
+    }
+    uct_component_h component;
+    uct_md_h md = open_md(tl, dev, &component);
+    uct_party a, b;
+    open_side(a.s, md, tl, dev);
+    open_side(b.s, md, tl, dev);
+    const uint64_t need = put ? UCT_IFACE_FLAG_PUT_ZCOPY :
+                          (std::strcmp(op, "am_short") == 0) ? UCT_IFACE_FLAG_AM_SHORT :
+                                                                UCT_IFACE_FLAG_AM_BCOPY;
+    if (!(a.s.attr.cap.flags & need)) {
+        std::fprintf(stderr, "%s: %s does not support %s\n", prog, tl, op);
+        return 2;
+    }
+    const size_t max = put ? SIZE_MAX :
+                       (std::strcmp(op, "am_short") == 0) ? a.s.attr.cap.am.max_short :
+                                                             a.s.attr.cap.am.max_bcopy;
+    if (size > max) {
+        std::fprintf(stderr, "%s: %s takes at most %zu bytes in one %s\n", prog, tl, max, op);
+        return 2;
+    }
+    for (uct_party *p : {&a, &b}) {
+        p->buf.assign(size, 'z');
+        uct_iface_set_am_handler(p->s.iface, 1,
+                                 [](void *arg, void *, size_t, unsigned) {
+                                     ++*static_cast<unsigned *>(arg);
+                                     return UCS_OK;
+                                 },
+                                 &p->got, 0);
+        p->done.func = [](uct_completion_t *) {};
+        if (put) {
+            must(uct_md_mem_reg(md, p->buf.data(), size, UCT_MD_MEM_ACCESS_ALL, &p->memh),
+                 "uct_md_mem_reg");
+        }
+    }
+    if (put) {
+        uct_md_attr_t md_attr;
+        must(uct_md_query(md, &md_attr), "uct_md_query");
+        std::vector<char> packed(md_attr.rkey_packed_size);
+        must(uct_md_mkey_pack(md, b.memh, packed.data()), "uct_md_mkey_pack");
+        must(uct_rkey_unpack(component, packed.data(), &a.rkey), "uct_rkey_unpack");
+        must(uct_md_mkey_pack(md, a.memh, packed.data()), "uct_md_mkey_pack");
+        must(uct_rkey_unpack(component, packed.data(), &b.rkey), "uct_rkey_unpack");
+    }
+    if (a.s.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) {
+        a.ep = connect_to_iface(a.s, b.s.dev_addr, b.s.iface_addr);
+        b.ep = connect_to_iface(b.s, a.s.dev_addr, a.s.iface_addr);
+    } else {
+        a.ep = create_p2p(a.s);
+        b.ep = create_p2p(b.s);
+        connect_p2p(a.ep, b.s, b.ep);
+        connect_p2p(b.ep, a.s, a.ep);
+    }
+    g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    for (unsigned i = 0; i < warmup + rounds; ++i) {
+        g_counting = (i >= warmup);
+        uct_send(a, b, op, size);
+        uct_send(b, a, op, size);
+    }
+    drain_and_idle([&] { return a.progress(); }, [&] { return b.progress(); });
+    g_counting = false;
+    std::printf("messages %u empty %u idle %u\n", 2 * rounds, g_empty, idle_polls);
+    for (uct_party *p : {&a, &b}) {
+        uct_ep_destroy(p->ep);
+        if (put) {
+            uct_rkey_release(component, &p->rkey);
+            uct_md_mem_dereg(md, p->memh);
+        }
+        uct_iface_close(p->s.iface);
+        uct_worker_destroy(p->s.worker);
+        ucs_async_context_destroy(p->s.async);
+    }
+    uct_md_close(md);
+    return 0;
+}
+
+// ---------------------------------------------------------------- UCP
+
+struct ucp_party {
+    ucp_worker_h      worker = nullptr;
+    ucp_ep_h          ep     = nullptr;
+    std::vector<char> sbuf, rbuf;
+    unsigned progress() { return ucp_worker_progress(worker); }
+};
+
+/// Wait for a request of UCP's (or none: done at once), then free it.
+template <class P, class Q> void ucp_wait(void *req, P &&pp, Q &&pq)
+{
+    if (req == nullptr) {
+        return;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        die("ucp request", UCS_PTR_STATUS(req));
+    }
+    while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+        poll(pp);
+        poll(pq);
+    }
+    ucp_request_free(req);
+}
+
+/// One tag message from p to q: q's receive is posted first.
+void ucp_message(ucp_party &p, ucp_party &q, size_t size)
+{
+    ucp_request_param_t prm = {};
+    void *rreq = counted([&] {
+        return ucp_tag_recv_nbx(q.worker, q.rbuf.data(), size, 7, ~ucp_tag_t(0), &prm);
+    });
+    void *sreq = counted([&] { return ucp_tag_send_nbx(p.ep, p.sbuf.data(), size, 7, &prm); });
+    auto pp    = [&] { return p.progress(); };
+    auto pq    = [&] { return q.progress(); };
+    ucp_wait(sreq, pq, pp);
+    ucp_wait(rreq, pq, pp);
+}
+
+int run_ucp(size_t size, unsigned rounds)
+{
+    ucp_config_t *cfg;
+    must(ucp_config_read(nullptr, nullptr, &cfg), "ucp_config_read");
+    ucp_params_t params = {};
+    params.field_mask   = UCP_PARAM_FIELD_FEATURES;
+    params.features     = UCP_FEATURE_TAG;
+    ucp_context_h ctx;
+    must(ucp_init(&params, cfg, &ctx), "ucp_init");
+    ucp_config_release(cfg);
+    ucp_party a, b;
+    std::vector<ucp_address_t *> addrs(2);
+    std::vector<size_t> lens(2);
+    int i = 0;
+    for (ucp_party *p : {&a, &b}) {
+        ucp_worker_params_t wp = {};
+        wp.field_mask          = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+        wp.thread_mode         = UCS_THREAD_MODE_SINGLE;
+        must(ucp_worker_create(ctx, &wp, &p->worker), "ucp_worker_create");
+        must(ucp_worker_get_address(p->worker, &addrs[i], &lens[i]),
+                 "ucp_worker_get_address");
+        p->sbuf.assign(size, 'z');
+        p->rbuf.assign(size, 0);
+        ++i;
+    }
+    i = 1;
+    for (ucp_party *p : {&a, &b}) {
+        ucp_ep_params_t ep = {};
+        ep.field_mask      = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        ep.address         = addrs[i--];
+        must(ucp_ep_create(p->worker, &ep, &p->ep), "ucp_ep_create");
+    }
+    g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    for (unsigned r = 0; r < warmup + rounds; ++r) {
+        g_counting = (r >= warmup);
+        ucp_message(a, b, size);
+        ucp_message(b, a, size);
+    }
+    if (std::memcmp(a.rbuf.data(), b.sbuf.data(), size) != 0) {
+        std::fprintf(stderr, "%s: received data differ from what was sent\n", prog);
+        return 1;
+    }
+    drain_and_idle([&] { return a.progress(); }, [&] { return b.progress(); });
+    g_counting = false;
+    std::printf("messages %u empty %u idle %u\n", 2 * rounds, g_empty, idle_polls);
+    ucp_request_param_t prm = {};
+    for (ucp_party *p : {&a, &b}) {
+        void *req = ucp_ep_close_nbx(p->ep, &prm);
+        while (UCS_PTR_IS_PTR(req) && (ucp_request_check_status(req) == UCS_INPROGRESS)) {
+            a.progress();
+            b.progress();
+        }
+        if (UCS_PTR_IS_PTR(req)) {
+            ucp_request_free(req);
+        }
+    }
+    i = 0;
+    for (ucp_party *p : {&a, &b}) {
+        ucp_worker_release_address(p->worker, addrs[i++]);
+        ucp_worker_destroy(p->worker);
+    }
+    ucp_cleanup(ctx);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    prog = "zv_msg_cost";
+    if ((argc == 7) && (std::strcmp(argv[1], "uct") == 0)) {
+        long size = std::atol(argv[5]), rounds = std::atol(argv[6]);
+        if ((size > 0) && (rounds > 0)) {
+            return run_uct(argv[2], argv[3], argv[4], static_cast<size_t>(size),
+                           static_cast<unsigned>(rounds));
+        }
+    } else if ((argc == 4) && (std::strcmp(argv[1], "ucp") == 0)) {
+        long size = std::atol(argv[2]), rounds = std::atol(argv[3]);
+        if ((size > 0) && (rounds > 0)) {
+            return run_ucp(static_cast<size_t>(size), static_cast<unsigned>(rounds));
+        }
+    }
+    std::fprintf(stderr,
+                 "usage: %s uct TRANSPORT DEVICE am_short|am_bcopy|put_zcopy SIZE ROUNDS\n"
+                 "       %s ucp SIZE ROUNDS   (UCX_TLS, UCX_NET_DEVICES choose the lanes)\n",
+                 argv[0], argv[0]);
+    return 1;
+}
