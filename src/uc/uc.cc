@@ -305,7 +305,8 @@ unsigned progress(uct_iface_h uct_iface)
     uc_iface *iface = to_uc(uct_iface);
     unsigned count  = progress_begin(&iface->super);
     // Connection traffic is rare: every 32nd call, or while connecting.
-    if (iface->conn.busy() || ((++iface->super.progress_count & 31) == 0)) {
+    // (progress_begin counts the calls)
+    if (iface->conn.busy() || ((iface->super.progress_count & 31) == 0)) {
         count += iface->conn.progress();
     }
     progress_end(&iface->super);

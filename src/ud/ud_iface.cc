@@ -33,7 +33,8 @@ unsigned progress(uct_iface_h uct_iface)
 {
     ud_iface *iface = to_ud(uct_iface);
     unsigned count  = progress_begin(&iface->super);
-    if (__builtin_expect((++iface->super.progress_count & 1023) == 0, 0)) {
+    // (progress_begin counts the calls)
+    if (__builtin_expect((iface->super.progress_count & 1023) == 0, 0)) {
         scan_conns(iface, ucs_get_time()); // (it reads the clock every 1024th call)
     }
     if (__builtin_expect(iface->qp_broken, 0)) {
