@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Helpers shared by rel-bench.sh, rndv-bench.sh, wire-bench.sh and msg-cost.sh (sourced).
+# Helpers shared by the benchmark scripts of contrib/bench (sourced).
 
 # pt_column COL FILE: one column of ucx_perftest's final line (-f): 3 =
 # median latency, 7 = overall MB/s; "nan" when the run printed none.
