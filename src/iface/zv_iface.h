@@ -15,6 +15,17 @@
 
 namespace zv::iface {
 
+/// Whether a progress call that found 'rx_found' receives also polls the
+/// send CQ. Send completions only give back resources: a call that found
+/// receives leaves them to the next one (as UCX's rc_verbs does), which
+/// saves a poll per message; every 16th call ('call': the calls so far)
+/// and whenever half of 'limit' work requests are posted poll anyway, so
+/// that a stream of receives cannot starve the sends.
+inline bool poll_tx_now(unsigned rx_found, unsigned call, unsigned posted, unsigned limit)
+{
+    return (rx_found == 0) || ((call & 15) == 0) || (posted >= limit / 2);
+}
+
 /// Address of a port as peers see it (packed into UCT device addresses).
 struct __attribute__((packed)) device_addr {
     uint8_t  flags;     ///< bit 0: RoCE (Ethernet link layer)

@@ -125,12 +125,7 @@ unsigned progress(uct_iface_h uct_iface)
     }
     const unsigned call = ++iface->progress_count;
     count += poll_rx(iface);
-    // Send completions only give back resources: a call that found
-    // receives leaves them to the next one (as UCX's rc_verbs does), which
-    // saves a poll of the send CQ per message. Every 16th call, and
-    // whenever half the send CQ is in use, polls them anyway, so that a
-    // stream of receives cannot starve the sends.
-    if ((count == 0) || ((call & 15) == 0) || (iface->tx_outstanding >= iface->tx_cq_limit / 2)) {
+    if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_cq_limit)) {
         count += poll_tx(iface);
     }
     // Connection traffic is rare: look at it every 32nd call, or always

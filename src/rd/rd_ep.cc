@@ -222,11 +222,7 @@ void request_ack(rd_ep *ep)
         (ep->ack_requested && (ep->ack_requested_psn == ep->tx.next_psn()))) {
         return; // nothing unacknowledged, or asked already for all of it
     }
-    rd_hdr h = {};
-    h.dest   = ep->peer_conn;
-    h.type   = rd_hdr::ack_req;
-    h.magic  = rd_hdr::magic_value;
-    if (send_ctl(ep->iface, ep->qp, ep->ah, ep->peer_qpn, h, nullptr, 0) == UCS_OK) {
+    if (send_to_conn(ep, rd_hdr::ack_req, nullptr, 0) == UCS_OK) {
         ep->ack_requested     = true;
         ep->ack_requested_psn = ep->tx.next_psn();
     } // else the send queue is full: the next flush asks again

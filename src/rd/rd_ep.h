@@ -68,6 +68,9 @@ void resend_all(rd_ep *ep);
 /// acknowledge now, once per psn reached. Only an accelerator: if the
 /// request is lost, the delayed ack or the timer still drains the window.
 void request_ack(rd_ep *ep);
+/// A control packet from ep to its receive connection at the peer: 'type',
+/// then 'body' (DISC, ALIVE, ACK_REQ).
+ucs_status_t send_to_conn(const rd_ep *ep, uint8_t type, const void *body, size_t body_len);
 /// Everything sent so far was released: complete flush waiters.
 void ep_check_flushed(rd_ep *ep);
 /// Try to send queued requests; false if the endpoint still has some.

@@ -56,11 +56,9 @@ unsigned progress_begin(rd_iface *iface)
     iface->now_valid   = false;
     const unsigned call = ++iface->progress_count;
     unsigned count      = poll_rx(iface);
-    // Send completions only give back resources (an acknowledged packet's
-    // buffer is released by the later of its ack and its completion): a
-    // call that found receives leaves them to the next one, unless it is
-    // every 16th or half the send queue is in use (see rc_zv's progress).
-    if ((count == 0) || ((call & 15) == 0) || (iface->tx_outstanding >= iface->tx_limit / 2)) {
+    // (An acknowledged packet's buffer is released by the later of its ack
+    // and its send completion.)
+    if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_limit)) {
         count += poll_tx(iface);
     }
     if ((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) {

@@ -105,6 +105,15 @@ ucs_status_t send_to_ep(rd_iface *iface, const rx_conn *c, uint8_t type, const v
     return send_ctl(iface, c->qp, c->ah, c->peer_qpn, h, body, body_len);
 }
 
+ucs_status_t send_to_conn(const rd_ep *ep, uint8_t type, const void *body, size_t body_len)
+{
+    rd_hdr h = {};
+    h.dest   = ep->peer_conn;
+    h.type   = type;
+    h.magic  = rd_hdr::magic_value;
+    return send_ctl(ep->iface, ep->qp, ep->ah, ep->peer_qpn, h, body, body_len);
+}
+
 void release_desc(rd_iface *iface, tx_desc *d)
 {
     rd_ep *ep              = d->ep;

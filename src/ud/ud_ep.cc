@@ -73,12 +73,8 @@ void ep_destroy(uct_ep_h uct_ep)
     if (ep->st == rd_ep::state::connected) {
         // Best effort: a lost DISC leaves the peer's receive connection
         // until its probes go unanswered (ud_reclaim.cc).
-        rd_hdr h = {};
-        h.dest   = ep->peer_conn;
-        h.type   = rd_hdr::disc;
-        h.magic  = rd_hdr::magic_value;
         disc_body b{ep->id};
-        (void)send_ctl(ep->iface, ep->qp, ep->ah, ep->peer_qpn, h, &b, sizeof(b));
+        (void)send_to_conn(ep, rd_hdr::disc, &b, sizeof(b));
     }
     ep_release(ep);
 }

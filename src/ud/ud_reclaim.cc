@@ -163,12 +163,8 @@ void answer_probe(ud_iface *iface, const rd_hdr &hdr, uint32_t src_qp, const cha
         (ep->peer_conn != b.conn_id)) {
         return; // no such endpoint (any more): the asker frees its connection
     }
-    rd_hdr h = {};
-    h.dest   = b.conn_id;
-    h.type   = rd_hdr::alive;
-    h.magic  = rd_hdr::magic_value;
-    disc_body d{ep->id};
-    (void)send_ctl(&iface->super, iface->qp, ep->ah, ep->peer_qpn, h, &d, sizeof(d));
+    disc_body d{ep->id}; // (to b.conn_id, which is ep->peer_conn)
+    (void)send_to_conn(ep, rd_hdr::alive, &d, sizeof(d));
 }
 
 } // namespace zv::ud
