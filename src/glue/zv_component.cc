@@ -81,6 +81,7 @@ struct zv_rc_iface_config {
     double                  conn_timeout;
     double                  timeout;
     unsigned                retry_count;
+    unsigned                max_rd_atomic;
 };
 
 ucs_config_field_t zv_rc_iface_config_table[] = {
@@ -124,6 +125,14 @@ ucs_config_field_t zv_rc_iface_config_table[] = {
      "Transport retries before a send fails with an endpoint error (0..6; 7\n"
      "means retry forever on some devices and is refused).",
      offsetof(zv_rc_iface_config, retry_count), UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_RD_ATOMIC", "4",
+     "RDMA READ and atomic operations in flight per queue pair, each way: what\n"
+     "an endpoint issues at a time (a rendezvous reads with them) and what it\n"
+     "serves for its peer. Capped by the device's limits, and what an endpoint\n"
+     "issues by what its peer serves (told when connecting). As UCX's\n"
+     "UCX_RC_MAX_RD_ATOMIC (1..255).",
+     offsetof(zv_rc_iface_config, max_rd_atomic), UCS_CONFIG_TYPE_UINT},
 
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
@@ -225,6 +234,9 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
     s.conn_timeout        = config->conn_timeout;
     s.timing.timeout      = ib_timeout_exponent(config->timeout);
     s.timing.retry_cnt    = static_cast<uint8_t>(config->retry_count);
+    // (Capped to the device when the interface opens.)
+    s.timing.max_rd_atomic      = static_cast<uint8_t>(std::min(config->max_rd_atomic, 255u));
+    s.timing.max_dest_rd_atomic = s.timing.max_rd_atomic;
 
     const zv::glue::range_check checks[] = {
         {"UCX_RC_ZV_TX_CQ_LEN", (s.tx_cq_len < s.common.tx_queue_len) || (s.tx_cq_len > 262144), "TX_QUEUE_LEN..262144"},
@@ -232,6 +244,7 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
         {"UCX_RC_ZV_SEG_SIZE", (config->seg_size < 256) || (config->seg_size > (1ul << 20)), "256..1m"},
         {"UCX_RC_ZV_CONN_TIMEOUT", !(config->conn_timeout > 0), "> 0"},
         {"UCX_RC_ZV_RETRY_COUNT", config->retry_count > 6, "0..6"},
+        {"UCX_RC_ZV_MAX_RD_ATOMIC", (config->max_rd_atomic == 0) || (config->max_rd_atomic > 255), "1..255"},
         // 4.096us * 2^31 is the longest timeout a QP can hold.
         {"UCX_RC_ZV_TIMEOUT", !(config->timeout > 0) || (config->timeout > 8796), "> 0 and <= 8796s"},
     };

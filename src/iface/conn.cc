@@ -62,10 +62,11 @@ void conn_manager::shutdown()
 ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
                                 const conn_callbacks &cb, double timeout_sec,
                                 ibv_comp_channel *channel, const char *limit_var,
-                                bool share)
+                                bool share, uint8_t rd_atomic)
 {
     m_iface     = iface;
     m_share     = share;
+    m_rd_atomic = rd_atomic;
     m_limit_var = limit_var;
     m_transport = transport;
     m_cb        = cb;
@@ -163,6 +164,7 @@ conn_msg conn_manager::make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn,
     msg.ud_qpn    = m_qp->qp_num;
     msg.peer_qpn  = peer_qpn;
     msg.dev       = m_self;
+    msg.rd_atomic = m_rd_atomic;
     return msg;
 }
 
@@ -386,9 +388,10 @@ void conn_manager::destroy(uint32_t qpn)
     verbs::destroy_qp(qp);
 }
 
-ucs_status_t conn_manager::connect(channel &ch, uint32_t remote_qpn)
+ucs_status_t conn_manager::connect(channel &ch, uint32_t remote_qpn, uint8_t rd_atomic)
 {
-    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp, to_remote(ch.peer), remote_qpn);
+    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp, to_remote(ch.peer, rd_atomic),
+                                       remote_qpn);
     if (status != UCS_OK) {
         return status;
     }
@@ -485,7 +488,7 @@ void conn_manager::handle(const conn_msg &msg)
                 fail(q, UCS_ERR_UNREACHABLE, "the peer answered with another queue pair");
                 return;
             }
-        } else if (connect(*ch, their) != UCS_OK) {
+        } else if (connect(*ch, their, msg.rd_atomic) != UCS_OK) {
             fail(q, UCS_ERR_IO_ERROR, "cannot connect the endpoint's queue pair");
             return;
         }

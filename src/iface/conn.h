@@ -74,7 +74,10 @@ struct __attribute__((packed)) conn_msg {
     uint32_t    magic;
     uint8_t     type;
     uint8_t     transport;  ///< IBV_QPT_RC or IBV_QPT_UC of the sender
-    uint16_t    reserved;
+    /// REQ, REP: the RDMA READ/atomics the sender's QP serves at a time
+    /// (RC); 0: not said (UC, or a zverbs before this field, which served 4).
+    uint8_t     rd_atomic;
+    uint8_t     reserved;
     uint64_t    conn_id;    ///< REQ, REP: chosen by the initiator, unique per iface
     uint32_t    qpn;        ///< sender's connected QP (DONE: 0 if it knew none)
     uint32_t    ud_qpn;     ///< sender's UD QP, for replies
@@ -129,11 +132,12 @@ public:
     /// channel: completion channel for wakeup (may be null). A peer
     /// interface holds at most iface->settings.max_peer_conns passive QPs
     /// here; limit_var names that setting in the warning a refusal prints.
-    /// share: one QP carries both directions (see above).
+    /// share: one QP carries both directions (see above). rd_atomic: the
+    /// RDMA READ/atomics our QPs serve at a time, told to peers (RC; 0: UC).
     [[nodiscard]] ucs_status_t init(zv_iface *iface, ibv_qp_type transport,
                                     const conn_callbacks &cb, double timeout_sec,
                                     ibv_comp_channel *channel, const char *limit_var,
-                                    bool share);
+                                    bool share, uint8_t rd_atomic = 0);
 
     /// Destroy every QP (no callbacks), the UD QP and its buffers; what
     /// init() made. The counters stay, for the close log. The interface
@@ -228,7 +232,9 @@ private:
     /// The oldest channel towards the peer whose fresh REQ is unanswered.
     channel *fresh_connecting(const peer_key &peer);
     channel *find(uint32_t qpn, const conn_msg &from);
-    ucs_status_t connect(channel &ch, uint32_t remote_qpn);
+    /// Connect ch's QP to the peer's remote_qpn; 'rd_atomic' is what the
+    /// peer's message said it serves.
+    ucs_status_t connect(channel &ch, uint32_t remote_qpn, uint8_t rd_atomic);
     /// Send ch's first REQ (it counts in its peer's window from now on);
     /// its deadline is armed by the next check_timers().
     void send_first(channel &ch);
@@ -269,6 +275,7 @@ private:
     device_addr                        m_self    = {}; ///< this interface's port
     ibv_qp_type                        m_transport = IBV_QPT_RC;
     bool                               m_share   = false;
+    uint8_t                            m_rd_atomic = 0; ///< what our QPs serve
     conn_callbacks                     m_cb      = {};
     clock::duration                    m_timeout = {};
     ibv_cq                            *m_cq      = nullptr;

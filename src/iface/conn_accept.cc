@@ -23,7 +23,7 @@ void conn_manager::handle_req(const conn_msg &msg)
         uint32_t q = ch->qp->qp_num;
         if (ch->remote_qpn == 0) {
             // Our own REP is still to come: this says the same.
-            if (!ch->connecting || (connect(*ch, their) != UCS_OK)) {
+            if (!ch->connecting || (connect(*ch, their, msg.rd_atomic) != UCS_OK)) {
                 return;
             }
             (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, q, 0));
@@ -47,7 +47,7 @@ void conn_manager::handle_req(const conn_msg &msg)
         // QP is connected to itself, as rc_verbs does.
         channel *own = find(their, msg);
         if ((own != nullptr) && own->connecting && (own->remote_qpn == 0) &&
-            (connect(*own, their) == UCS_OK)) {
+            (connect(*own, their, msg.rd_atomic) == UCS_OK)) {
             (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, their, 0));
             finish(their);
             return;
@@ -60,7 +60,7 @@ void conn_manager::handle_req(const conn_msg &msg)
                       "pairs them", m_qp->qp_num, msg.ud_qpn);
             return; // answered once the peer answered ours
         }
-        if ((mine != nullptr) && (connect(*mine, their) == UCS_OK)) {
+        if ((mine != nullptr) && (connect(*mine, their, msg.rd_atomic) == UCS_OK)) {
             // Ours is connected to theirs; theirs is once our REP arrives.
             // Ours is ready once the peer answers its request, sent again
             // now as a confirmation (naming their QP).
@@ -88,7 +88,7 @@ void conn_manager::handle_req(const conn_msg &msg)
         return; // the peer's endpoint times out (CONN_TIMEOUT)
     }
     ibv_qp *qp;
-    if (m_cb.accept(m_cb.arg, to_remote(msg.dev), their, &qp) != UCS_OK) {
+    if (m_cb.accept(m_cb.arg, to_remote(msg.dev, msg.rd_atomic), their, &qp) != UCS_OK) {
         if (n == 0) {
             m_per_peer.erase(pk);
         }

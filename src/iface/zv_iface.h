@@ -64,12 +64,14 @@ inline std::vector<uint8_t> gid_key(const device_addr &a)
 }
 
 /// A peer's device address as the verbs layer takes it (address handles,
-/// connecting a queue pair).
-inline verbs::remote_port to_remote(const device_addr &a)
+/// connecting a queue pair); 'rd_atomic': what the peer's QP serves (its
+/// connection message says, see conn_msg), 0 if unknown.
+inline verbs::remote_port to_remote(const device_addr &a, uint8_t rd_atomic = 0)
 {
     verbs::remote_port r;
-    r.is_roce = (a.flags & 1) != 0;
-    r.lid     = a.lid;
+    r.is_roce   = (a.flags & 1) != 0;
+    r.lid       = a.lid;
+    r.rd_atomic = rd_atomic;
     std::memcpy(r.gid.raw, a.gid, sizeof(a.gid));
     return r;
 }

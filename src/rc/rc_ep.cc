@@ -6,28 +6,18 @@
 
 namespace zv::rc {
 
-void retire_op(rc_iface *iface, tx_op *op, ucs_status_t status)
+void finish_op(const tx_op *op)
 {
-    if (status == UCS_OK) {
-        switch (op->type) {
-        case tx_op::get_bcopy:
-            op->unpack(op->arg, op->bounce->data(), op->length);
-            break;
-        case tx_op::atomic_fetch:
-            std::memcpy(op->result, op->bounce->data(), sizeof(uint64_t));
-            break;
-        default:
-            break;
-        }
+    switch (op->type) {
+    case tx_op::get_bcopy:
+        op->unpack(op->arg, op->bounce->data(), op->length);
+        break;
+    case tx_op::atomic_fetch:
+        std::memcpy(op->result, op->bounce->data(), sizeof(uint64_t));
+        break;
+    default:
+        break;
     }
-    if (op->bounce != nullptr) {
-        iface::buffer_pool::put(op->bounce);
-        iface->tx_starved = false;
-    }
-    if (op->comp != nullptr) {
-        uct_invoke_completion(op->comp, status);
-    }
-    op_put(iface, op);
 }
 
 void cq_starve(rc_iface *iface)
@@ -182,55 +172,26 @@ void free_ep(rc_ep *ep)
 
 // ---------------------------------------------------------------- completions
 
-void process_send_completion(rc_iface *iface, const ibv_wc &wc)
+void foreign_completion(rc_iface *iface, const ibv_wc &wc)
 {
     uint32_t slot = static_cast<uint32_t>(wc.wr_id >> 32);
-    uint32_t seq  = static_cast<uint32_t>(wc.wr_id);
-    rc_ep *ep     = (slot < iface->slots.size()) ? iface->slots[slot] : nullptr;
-    if (__builtin_expect(ep == nullptr, 0)) {
-        if (slot == probe_slot) {
-            --iface->tx_outstanding;
-            iface->conn.probe_done(wc.qp_num, wc.status == IBV_WC_SUCCESS);
-        } else {
-            ucs_debug("send completion for unknown slot %u", slot);
-        }
-        return;
+    if (slot == probe_slot) {
+        --iface->tx_outstanding;
+        iface->conn.probe_done(wc.qp_num, wc.status == IBV_WC_SUCCESS);
+    } else {
+        ucs_debug("send completion for unknown slot %u", slot);
     }
+}
 
-    // Everything up to seq is done (RC completes in order).
-    uint32_t done = seq - ep->completed_seq;
-    if (done <= ep_outstanding(ep)) {
-        iface->tx_outstanding -= done;
-        ep->completed_seq      = seq;
-        // Entries came back: cq_starve() may signal more tails next time.
-        iface->cq_starved = false;
+ucs_status_t completion_error(rc_ep *ep, const ibv_wc &wc)
+{
+    if ((ep->st != rc_ep::state::failed) && !ep->destroyed) {
+        char why[96];
+        snprintf(why, sizeof(why), "rc_zv qp 0x%x: send completion with error: %s",
+                 ep->qp->qp_num, ibv_wc_status_str(wc.status));
+        ep_fail(ep, verbs::status_from_wc(wc.status), why);
     }
-
-    ucs_status_t status = UCS_OK;
-    if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0)) {
-        status = verbs::status_from_wc(wc.status);
-        if ((ep->st != rc_ep::state::failed) && !ep->destroyed) {
-            char why[96];
-            snprintf(why, sizeof(why), "rc_zv qp 0x%x: send completion with error: %s",
-                     ep->qp->qp_num, ibv_wc_status_str(wc.status));
-            ep_fail(ep, status, why);
-        }
-        status = ep->error;
-    }
-
-    while ((ep->ops_head != nullptr) &&
-           (static_cast<int32_t>(ep->ops_head->seq - ep->completed_seq) <= 0)) {
-        tx_op *op    = ep->ops_head;
-        ep->ops_head = op->next;
-        if (ep->ops_head == nullptr) {
-            ep->ops_tail = nullptr;
-        }
-        retire_op(iface, op, status);
-    }
-
-    if (ep->destroyed && (ep_outstanding(ep) == 0)) {
-        ++iface->deferred_frees; // freed when progress returns (progress_guard)
-    }
+    return ep->error;
 }
 
 void free_deferred(rc_iface *iface)
@@ -340,6 +301,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         iface->free_slots.pop_back();
         iface->slots[ep->slot] = ep;
     }
+    ep->wr_id_base = static_cast<uint64_t>(ep->slot) << 32;
     ep->conn_id = iface->next_conn_id++;
     iface->connecting.emplace(ep->conn_id, ep);
     status = iface->conn.start(ep->conn_id, ep->peer, ep->peer_ud_qpn, ep->qp);

@@ -21,6 +21,7 @@ struct rc_ep {
     rc_iface           *iface;
     ibv_qp             *qp           = nullptr;
     uint32_t            slot         = 0;
+    uint64_t            wr_id_base   = 0;   ///< slot << 32: the WRs' ids (make_wr_id)
     state               st           = state::connecting;
     bool                destroyed    = false; ///< waiting for flushed WRs
     bool                fence_next   = false;

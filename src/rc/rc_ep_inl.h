@@ -14,15 +14,32 @@
 
 namespace zv::rc {
 
-/// Run the op's completion work (unpack, fetch result), release its bounce
-/// buffer and call its completion with 'status'. Out of line: not hot.
-void retire_op(rc_iface *iface, tx_op *op, ucs_status_t status);
+/// An op's work on success beyond the plain case: get_bcopy's unpack, an
+/// atomic fetch's result. Out of line: not hot.
+void finish_op(const tx_op *op);
+
+/// Run the op's completion work, release its bounce buffer and call its
+/// completion with 'status'.
+inline void retire_op(rc_iface *iface, tx_op *op, ucs_status_t status)
+{
+    if (__builtin_expect(op->type != tx_op::plain, 0) && (status == UCS_OK)) {
+        finish_op(op);
+    }
+    if (op->bounce != nullptr) {
+        iface::buffer_pool::put(op->bounce);
+        iface->tx_starved = false;
+    }
+    if (op->comp != nullptr) {
+        uct_invoke_completion(op->comp, status);
+    }
+    op_put(iface, op);
+}
 
 inline rc_ep *to_ep(uct_ep_h ep) { return reinterpret_cast<rc_ep *>(ep); }
 
 inline uint64_t make_wr_id(const rc_ep *ep, uint32_t seq)
 {
-    return (static_cast<uint64_t>(ep->slot) << 32) | seq;
+    return ep->wr_id_base | seq;
 }
 
 // ---------------------------------------------------------------- resources
@@ -186,6 +203,49 @@ inline void fill_sge_iov(ibv_sge *sge, const uct_iov_t *iov, size_t iovcnt,
         sge[i].lkey   = (iov[i].memh != UCT_MEM_HANDLE_NULL) ?
                         md::memh_lkey(iov[i].memh) : 0;
         *total += sge[i].length;
+    }
+}
+/// A send completion of no endpoint's: a probe's, or a stale one (out of
+/// line: rare).
+void foreign_completion(rc_iface *iface, const ibv_wc &wc);
+/// A send completion with an error: fail the endpoint (once); the status
+/// its ops complete with (out of line: rare).
+ucs_status_t completion_error(rc_ep *ep, const ibv_wc &wc);
+
+/// One send completion: every WR of its endpoint up to the one it reports
+/// is done (RC completes in order, unsignaled WRs too), and so are the ops
+/// that wait for them.
+inline void process_send_completion(rc_iface *iface, const ibv_wc &wc)
+{
+    uint32_t slot = static_cast<uint32_t>(wc.wr_id >> 32);
+    uint32_t seq  = static_cast<uint32_t>(wc.wr_id);
+    rc_ep *ep     = (slot < iface->slots.size()) ? iface->slots[slot] : nullptr;
+    if (__builtin_expect(ep == nullptr, 0)) {
+        foreign_completion(iface, wc);
+        return;
+    }
+    uint32_t done = seq - ep->completed_seq;
+    if (done <= ep_outstanding(ep)) {
+        iface->tx_outstanding -= done;
+        ep->completed_seq      = seq;
+        // Entries came back: cq_starve() may signal more tails next time.
+        iface->cq_starved = false;
+    }
+    ucs_status_t status = UCS_OK;
+    if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0)) {
+        status = completion_error(ep, wc);
+    }
+    while ((ep->ops_head != nullptr) &&
+           (static_cast<int32_t>(ep->ops_head->seq - ep->completed_seq) <= 0)) {
+        tx_op *op    = ep->ops_head;
+        ep->ops_head = op->next;
+        if (ep->ops_head == nullptr) {
+            ep->ops_tail = nullptr;
+        }
+        retire_op(iface, op, status);
+    }
+    if (__builtin_expect(ep->destroyed, 0) && (ep_outstanding(ep) == 0)) {
+        ++iface->deferred_frees; // freed when progress returns (progress_guard)
     }
 }
 } // namespace zv::rc

@@ -31,7 +31,8 @@ void release_rx(uct_recv_desc_t *self, void *desc)
     iface::buffer_pool::put(b);
 }
 
-void handle_rx(rc_iface *iface, const ibv_wc *wc, int n)
+// (The receive and send polls are inlined into progress: one frame per call.)
+[[gnu::always_inline]] inline void handle_rx(rc_iface *iface, const ibv_wc *wc, int n)
 {
     for (int i = 0; i < n; ++i) {
         auto *b = reinterpret_cast<iface::buffer *>(wc[i].wr_id);
@@ -67,7 +68,7 @@ void handle_rx(rc_iface *iface, const ibv_wc *wc, int n)
     }
 }
 
-unsigned poll_rx(rc_iface *iface)
+[[gnu::always_inline]] inline unsigned poll_rx(rc_iface *iface)
 {
     ibv_wc wc[rx_poll_batch];
     int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
@@ -76,7 +77,7 @@ unsigned poll_rx(rc_iface *iface)
     return static_cast<unsigned>(n > 0 ? n : 0);
 }
 
-unsigned poll_tx(rc_iface *iface)
+[[gnu::always_inline]] inline unsigned poll_tx(rc_iface *iface)
 {
     ibv_wc wc[tx_poll_batch];
     int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
@@ -227,10 +228,12 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
     attr->max_conn_priv  = 0;
     attr->cap.flags      = UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
                            UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
-                           UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
                            UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                            UCT_IFACE_FLAG_CONNECT_TO_IFACE |
                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    if (iface->reads) {
+        attr->cap.flags |= UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY;
+    }
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
     if (iface->max_inline >= sizeof(uint64_t)) {
@@ -462,13 +465,26 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     }
     verbs::destroy_qp(probe);
 
-    iface->atomics = (dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
+    // UCX_RC_ZV_MAX_RD_ATOMIC, capped to the device; peers are told what
+    // our QPs serve, and issue no more than that (verbs::connect_qp).
+    const verbs::rc_timing asked = iface->settings.timing;
+    iface->settings.timing       = verbs::cap_to_device(asked, dev.attr().orig_attr);
+    const verbs::rc_timing &t    = iface->settings.timing;
+    iface->reads   = (t.max_rd_atomic > 0) && (t.max_dest_rd_atomic > 0);
+    iface->atomics = iface->reads && (dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
+    if ((t.max_rd_atomic != asked.max_rd_atomic) ||
+        (t.max_dest_rd_atomic != asked.max_dest_rd_atomic)) {
+        ucs_debug("%s: UCX_RC_ZV_MAX_RD_ATOMIC=%u capped to the device: %u issued, "
+                  "%u served at a time%s", name, asked.max_rd_atomic, t.max_rd_atomic,
+                  t.max_dest_rd_atomic, iface->reads ? "" : ": no RDMA READ, no atomics");
+    }
 
     iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
                                 connection_established, connection_failed, nullptr,
                                 probe_qp};
     status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout,
-                              iface->channel, "UCX_RC_ZV_MAX_PEER_CONNS", true);
+                              iface->channel, "UCX_RC_ZV_MAX_PEER_CONNS", true,
+                              t.max_dest_rd_atomic);
     if (status != UCS_OK) {
         return status;
     }
@@ -524,33 +540,24 @@ void handle_event(iface::zv_iface *base, const verbs::async_event &ev)
     }
 }
 
-tx_op *op_get(rc_iface *iface)
+bool op_grow(rc_iface *iface)
 {
-    if (__builtin_expect(iface->free_ops == nullptr, 0)) {
-        constexpr unsigned chunk = 256;
-        tx_op *ops = new (std::nothrow) tx_op[chunk];
-        if (ops == nullptr) {
-            return nullptr;
-        }
-        iface->op_chunks.push_back(ops);
-        for (unsigned i = 0; i < chunk; ++i) {
-            ops[i].next     = iface->free_ops;
-            iface->free_ops = &ops[i];
-        }
+    constexpr unsigned chunk = 256;
+    tx_op *ops = new (std::nothrow) tx_op[chunk];
+    if (ops == nullptr) {
+        return false;
     }
-    tx_op *op       = iface->free_ops;
-    iface->free_ops = op->next;
-    op->next        = nullptr;
-    op->comp        = nullptr;
-    op->bounce      = nullptr;
-    op->type        = tx_op::plain;
-    return op;
-}
-
-void op_put(rc_iface *iface, tx_op *op)
-{
-    op->next        = iface->free_ops;
-    iface->free_ops = op;
+    try {
+        iface->op_chunks.push_back(ops);
+    } catch (const std::bad_alloc &) {
+        delete[] ops;
+        return false;
+    }
+    for (unsigned i = 0; i < chunk; ++i) {
+        ops[i].next     = iface->free_ops;
+        iface->free_ops = &ops[i];
+    }
+    return true;
 }
 
 ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,

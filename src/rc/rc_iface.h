@@ -72,6 +72,9 @@ struct rc_iface {
     /// cq_starve() signaled the unsignaled tails; until entries come back.
     bool                    cq_starved  = false;
     bool                    atomics = false;
+    /// RDMA READ both ways (get_bcopy, get_zcopy): the device serves and
+    /// issues at least one at a time (settings.timing, capped to it).
+    bool                    reads   = false;
     iface::conn_manager     conn;
     uint64_t                next_conn_id = 1;
     unsigned                progress_count = 0;
@@ -113,9 +116,30 @@ inline rc_iface *to_rc(uct_iface_h iface) { return reinterpret_cast<rc_iface *>(
                                       uct_iface_h *iface_p);
 
 // Shared with rc_ep.cc.
-tx_op *op_get(rc_iface *iface);
-void op_put(rc_iface *iface, tx_op *op);
-void process_send_completion(rc_iface *iface, const ibv_wc &wc);
+/// Grow the free list of ops by a chunk; false when out of memory.
+bool op_grow(rc_iface *iface);
+
+/// An op, reset (plain, no completion, no bounce buffer), or nullptr.
+inline tx_op *op_get(rc_iface *iface)
+{
+    if (__builtin_expect(iface->free_ops == nullptr, 0) && !op_grow(iface)) {
+        return nullptr;
+    }
+    tx_op *op       = iface->free_ops;
+    iface->free_ops = op->next;
+    op->next        = nullptr;
+    op->comp        = nullptr;
+    op->bounce      = nullptr;
+    op->type        = tx_op::plain;
+    return op;
+}
+
+inline void op_put(rc_iface *iface, tx_op *op)
+{
+    op->next        = iface->free_ops;
+    iface->free_ops = op;
+}
+
 void dispatch_pending(rc_iface *iface);
 /// Out of bounce buffers: mark the iface starved and, the first time,
 /// signal every unsignaled send-queue tail, so that the completions that

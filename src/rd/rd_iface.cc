@@ -50,12 +50,12 @@ unsigned poll_tx(rd_iface *iface)
 
 } // namespace
 
-unsigned progress_begin(rd_iface *iface)
+template <bool Faults> unsigned progress_begin(rd_iface *iface)
 {
     iface->in_progress = true;
     iface->now_valid   = false;
     const unsigned call = ++iface->progress_count;
-    unsigned count      = poll_rx(iface);
+    unsigned count      = poll_rx<Faults>(iface);
     // (An acknowledged packet's buffer is released by the later of its ack
     // and its send completion.)
     if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_limit)) {
@@ -72,6 +72,24 @@ unsigned progress_begin(rd_iface *iface)
         dispatch_pending(iface);
     }
     return count;
+}
+
+template unsigned progress_begin<false>(rd_iface *iface);
+template unsigned progress_begin<true>(rd_iface *iface);
+
+void choose_progress(rd_iface *iface, uct_iface_progress_func_t faulty)
+{
+    if (iface->fault.on()) {
+        iface->super.super.super.ops.iface_progress = faulty;
+    }
+}
+
+void progress_enable(uct_iface_h iface, unsigned flags)
+{
+    uct_base_iface_progress_enable_cb(reinterpret_cast<uct_base_iface_t *>(iface),
+                                      reinterpret_cast<ucs_callback_t>(
+                                              iface->ops.iface_progress),
+                                      flags);
 }
 
 void progress_end(rd_iface *iface)

@@ -368,17 +368,25 @@ ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp
 ucs_status_t iface_fence(uct_iface_h, unsigned);
 
 /// What every progress does first: receives, send completions, timers,
-/// queued requests. Frees are deferred until progress_end().
-unsigned progress_begin(rd_iface *iface);
+/// queued requests. Frees are deferred until progress_end(). 'Faults':
+/// fault injection is on (rd_iface::fault); the variant is chosen when the
+/// interface opens, so that the receive path without it does not look.
+template <bool Faults> unsigned progress_begin(rd_iface *iface);
 void progress_end(rd_iface *iface);
+/// The transport's progress function for this interface's fault setting:
+/// it installs 'faulty' in the ops when fault injection is on ('plain' is
+/// what the constant ops table holds). progress_enable() registers it.
+void choose_progress(rd_iface *iface, uct_iface_progress_func_t faulty);
+/// uct_iface_progress_enable: the progress function choose_progress() left.
+void progress_enable(uct_iface_h iface, unsigned flags);
 
 // ---------------------------------------------------------------- core
 
 /// UCP releases a receive buffer it kept (uct_recv_desc_t callback).
 void release_rx(uct_recv_desc_t *self, void *desc);
-/// Poll the receive CQ: handle what arrived (rd_transport::rx), send due
-/// acks, repost.
-unsigned poll_rx(rd_iface *iface);
+/// Poll the receive CQ: handle what arrived (rd_transport::rx), through
+/// the fault injector when 'Faults', send due acks, repost.
+template <bool Faults> unsigned poll_rx(rd_iface *iface);
 /// Owed acks and NAKs that are due go out as packets of their own.
 void send_acks(rd_iface *iface, ucs_time_t now);
 ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d);

@@ -44,34 +44,32 @@ void dispatch(rd_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer 
     }
 }
 
-/// A completed receive: through the fault injector when it is on.
-void receive_one(rd_iface *iface, iface::buffer *b, const ibv_wc &wc)
+/// A completed receive, through the fault injector.
+void receive_faulty(rd_iface *iface, iface::buffer *b, const ibv_wc &wc)
 {
-    if (iface->fault.on()) {
-        switch (iface->fault.next()) {
-        case iface::fault_injector::action::drop:
-            iface::buffer_pool::put(b);
-            return;
-        case iface::fault_injector::action::dup: {
-            char copy[max_rx_offset + sizeof(rd_hdr) + sizeof(creq_body)];
-            ibv_wc wc_copy   = wc;
-            wc_copy.byte_len = static_cast<uint32_t>(std::min<size_t>(wc.byte_len,
-                                                                      sizeof(copy)));
-            std::memcpy(copy, b->data(), wc_copy.byte_len);
-            dispatch(iface, b->data(), wc, b);
-            dispatch(iface, copy, wc_copy, nullptr);
+    switch (iface->fault.next()) {
+    case iface::fault_injector::action::drop:
+        iface::buffer_pool::put(b);
+        return;
+    case iface::fault_injector::action::dup: {
+        char copy[max_rx_offset + sizeof(rd_hdr) + sizeof(creq_body)];
+        ibv_wc wc_copy   = wc;
+        wc_copy.byte_len = static_cast<uint32_t>(std::min<size_t>(wc.byte_len,
+                                                                  sizeof(copy)));
+        std::memcpy(copy, b->data(), wc_copy.byte_len);
+        dispatch(iface, b->data(), wc, b);
+        dispatch(iface, copy, wc_copy, nullptr);
+        return;
+    }
+    case iface::fault_injector::action::hold:
+        if (iface->held_buf == nullptr) {
+            iface->held_buf = b;
+            iface->held_wc  = wc;
             return;
         }
-        case iface::fault_injector::action::hold:
-            if (iface->held_buf == nullptr) {
-                iface->held_buf = b;
-                iface->held_wc  = wc;
-                return;
-            }
-            break;
-        case iface::fault_injector::action::pass:
-            break;
-        }
+        break;
+    case iface::fault_injector::action::pass:
+        break;
     }
     dispatch(iface, b->data(), wc, b);
     if (iface->held_buf != nullptr) {
@@ -108,7 +106,7 @@ void send_acks(rd_iface *iface, ucs_time_t now)
     }
 }
 
-unsigned poll_rx(rd_iface *iface)
+template <bool Faults> unsigned poll_rx(rd_iface *iface)
 {
     ibv_wc wc[rx_poll_batch];
     int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
@@ -124,9 +122,13 @@ unsigned poll_rx(rd_iface *iface)
             iface->tl->wc_error(iface, wc[i]);
             continue;
         }
-        receive_one(iface, b, wc[i]);
+        if (Faults) {
+            receive_faulty(iface, b, wc[i]);
+        } else {
+            dispatch(iface, b->data(), wc[i], b);
+        }
     }
-    if ((n <= 0) && (iface->held_buf != nullptr)) {
+    if (Faults && (n <= 0) && (iface->held_buf != nullptr)) {
         // Nothing came after the held packet: let it through now.
         iface::buffer *h = iface->held_buf;
         iface->held_buf  = nullptr;
@@ -138,6 +140,9 @@ unsigned poll_rx(rd_iface *iface)
     iface->rx_ring.refill();
     return static_cast<unsigned>(n > 0 ? n : 0);
 }
+
+template unsigned poll_rx<false>(rd_iface *iface);
+template unsigned poll_rx<true>(rd_iface *iface);
 
 bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
 {

@@ -300,10 +300,10 @@ void qp_fatal(rd_iface *rd, uint32_t qpn)
 
 // ---------------------------------------------------------------- interface
 
-unsigned progress(uct_iface_h uct_iface)
+template <bool Faults> unsigned progress(uct_iface_h uct_iface)
 {
     uc_iface *iface = to_uc(uct_iface);
-    unsigned count  = progress_begin(&iface->super);
+    unsigned count  = progress_begin<Faults>(&iface->super);
     // Connection traffic is rare: every 32nd call, or while connecting.
     // (progress_begin counts the calls)
     if (iface->conn.busy() || ((iface->super.progress_count & 31) == 0)) {
@@ -311,12 +311,6 @@ unsigned progress(uct_iface_h uct_iface)
     }
     progress_end(&iface->super);
     return count;
-}
-
-void progress_enable(uct_iface_h iface, unsigned flags)
-{
-    uct_base_iface_progress_enable_cb(&to_uc(iface)->super.super.super,
-                                      reinterpret_cast<ucs_callback_t>(progress), flags);
 }
 
 ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
@@ -378,8 +372,8 @@ constexpr uct_iface_ops_t make_ops()
     ops.ep_put_bcopy          = ep_put_bcopy;
     ops.ep_put_zcopy          = ep_put_zcopy;
     ops.iface_query           = iface_query;
-    ops.iface_progress_enable = progress_enable;
-    ops.iface_progress        = progress;
+    ops.iface_progress_enable = rd::progress_enable;
+    ops.iface_progress        = progress<false>; // or <true>: choose_progress()
     ops.iface_close           = iface_close;
     return ops;
 }
@@ -489,6 +483,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
         delete iface;
         return status;
     }
+    choose_progress(rd, progress<true>);
     *iface_p = &rd->super.super.super;
     return UCS_OK;
 }

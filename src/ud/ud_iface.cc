@@ -29,10 +29,10 @@ void recover_qp(ud_iface *iface)
              rd->rx_ring.posted());
 }
 
-unsigned progress(uct_iface_h uct_iface)
+template <bool Faults> unsigned progress(uct_iface_h uct_iface)
 {
     ud_iface *iface = to_ud(uct_iface);
-    unsigned count  = progress_begin(&iface->super);
+    unsigned count  = progress_begin<Faults>(&iface->super);
     // (progress_begin counts the calls)
     if (__builtin_expect((iface->super.progress_count & 1023) == 0, 0)) {
         scan_conns(iface, ucs_get_time()); // (it reads the clock every 1024th call)
@@ -42,12 +42,6 @@ unsigned progress(uct_iface_h uct_iface)
     }
     progress_end(&iface->super);
     return count;
-}
-
-void progress_enable(uct_iface_h iface, unsigned flags)
-{
-    uct_base_iface_progress_enable_cb(&to_ud(iface)->super.super.super,
-                                      reinterpret_cast<ucs_callback_t>(progress), flags);
 }
 
 /// A work request failed: if the QP is in the error state, nothing more is
@@ -118,8 +112,8 @@ constexpr uct_iface_ops_t make_ops()
     fill_ops(ops);
     ops.ep_create             = ep_create;
     ops.ep_destroy            = ep_destroy;
-    ops.iface_progress_enable = progress_enable;
-    ops.iface_progress        = progress;
+    ops.iface_progress_enable = rd::progress_enable;
+    ops.iface_progress        = progress<false>; // or <true>: choose_progress()
     ops.iface_close           = iface_close;
     return ops;
 }
@@ -175,6 +169,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
         delete iface;
         return status;
     }
+    choose_progress(rd, progress<true>);
     *iface_p = &rd->super.super.super;
     return UCS_OK;
 }

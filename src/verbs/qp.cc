@@ -4,6 +4,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -56,6 +57,15 @@ ucs_status_t create_connected_qp(const device &dev, const connected_qp_params &p
     return UCS_OK;
 }
 
+rc_timing cap_to_device(rc_timing timing, const ibv_device_attr &attr)
+{
+    timing.max_rd_atomic      = static_cast<uint8_t>(
+            std::min<int>(timing.max_rd_atomic, std::max(attr.max_qp_init_rd_atom, 0)));
+    timing.max_dest_rd_atomic = static_cast<uint8_t>(
+            std::min<int>(timing.max_dest_rd_atomic, std::max(attr.max_qp_rd_atom, 0)));
+    return timing;
+}
+
 ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &remote,
                         uint32_t remote_qpn, int access, const rc_timing &timing)
 {
@@ -83,7 +93,7 @@ ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &re
     int mask             = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                            IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
     if (rc) {
-        a.max_dest_rd_atomic = timing.max_rd_atomic;
+        a.max_dest_rd_atomic = timing.max_dest_rd_atomic;
         a.min_rnr_timer      = timing.min_rnr_timer;
         mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     }
@@ -102,7 +112,8 @@ ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &re
         a.timeout       = timing.timeout;
         a.retry_cnt     = timing.retry_cnt;
         a.rnr_retry     = timing.rnr_retry;
-        a.max_rd_atomic = timing.max_rd_atomic;
+        a.max_rd_atomic = std::min(timing.max_rd_atomic,
+                                   (remote.rd_atomic != 0) ? remote.rd_atomic : legacy_rd_atomic);
         mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                 IBV_QP_MAX_QP_RD_ATOMIC;
     }

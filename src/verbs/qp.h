@@ -9,10 +9,17 @@ namespace zv::verbs {
 
 /// Where a peer's port is: what an address handle or an RC path needs.
 struct remote_port {
-    bool     is_roce = false;
-    uint16_t lid     = 0;
-    ibv_gid  gid     = {};
+    bool     is_roce   = false;
+    uint16_t lid       = 0;
+    ibv_gid  gid       = {};
+    /// RC: the RDMA READ/atomics the peer's QP serves at a time, as it told
+    /// when connecting; 0 when it did not say (a zverbs before it did, which
+    /// served legacy_rd_atomic).
+    uint8_t  rd_atomic = 0;
 };
+
+/// What a peer that does not say serves: the value zverbs had fixed.
+constexpr uint8_t legacy_rd_atomic = 4;
 
 /// Parameters of a connected (RC or UC) queue pair.
 struct connected_qp_params {
@@ -31,8 +38,14 @@ struct rc_timing {
     uint8_t retry_cnt     = 6;  ///< 7 means "forever" on some devices: avoid
     uint8_t rnr_retry     = 7;  ///< receiver-not-ready: retry forever
     uint8_t min_rnr_timer = 12; ///< 0.64 ms
-    uint8_t max_rd_atomic = 4;  ///< outstanding RDMA READ/atomics
+    uint8_t max_rd_atomic      = 4; ///< RDMA READ/atomics we issue at a time (and
+                                    ///< no more than the peer serves)
+    uint8_t max_dest_rd_atomic = 4; ///< the peer's we serve at a time
 };
+
+/// 'timing' capped to what the device takes (max_qp_init_rd_atom,
+/// max_qp_rd_atom); a device that takes none leaves 0 (no READ, no atomic).
+rc_timing cap_to_device(rc_timing timing, const ibv_device_attr &attr);
 
 /// Create an RC or UC QP in RESET state; *max_inline is what the device
 /// granted. Errors are logged with errno.

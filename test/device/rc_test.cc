@@ -404,6 +404,80 @@ TEST_F(rc_zv, polled_flush_completes_after_unsignaled_work)
     dereg(dst);
 }
 
+/// UCX_RC_ZV_MAX_RD_ATOMIC beyond the device's limit (Soft-RoCE's is 128)
+/// is capped to it, where it used to fail every connection; and an endpoint
+/// issues no more RDMA READs at a time than its peer said it serves (here
+/// 1): many reads in flight both ways land whole.
+TEST_F(rc_zv, max_rd_atomic_is_capped_to_the_device_and_to_the_peer)
+{
+    uct_side many, one;
+    open_side(many, {{"MAX_RD_ATOMIC", "255"}});
+    open_side(one, {{"MAX_RD_ATOMIC", "1"}});
+    auto run_until = [&](auto pred) {
+        auto start = std::chrono::steady_clock::now();
+        while (!pred()) {
+            uct_worker_progress(many.worker);
+            uct_worker_progress(one.worker);
+            if (std::chrono::steady_clock::now() - start > std::chrono::seconds(30)) {
+                return pred();
+            }
+        }
+        return true;
+    };
+    uct_ep_h to_one  = create_ep(many, one);
+    uct_ep_h to_many = create_ep(one, many);
+    ASSERT_NE(nullptr, to_one);
+    ASSERT_NE(nullptr, to_many);
+    ASSERT_TRUE(run_until([&] {
+        return (uct_ep_flush(to_one, 0, nullptr) == UCS_OK) &&
+               (uct_ep_flush(to_many, 0, nullptr) == UCS_OK);
+    })) << "the endpoints did not connect";
+    constexpr size_t piece = 64 * 1024;
+    constexpr unsigned pieces = 32;
+    for (int way = 0; way < 2; ++way) {
+        SCOPED_TRACE(way == 0 ? "reads by the side of 255 from the side of 1"
+                              : "reads by the side of 1 from the side of 255");
+        uct_ep_h ep   = (way == 0) ? to_one : to_many;
+        region local  = reg(piece * pieces,
+                            UCT_MD_MEM_ACCESS_LOCAL_READ | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
+        region remote = reg(piece * pieces, UCT_MD_MEM_ACCESS_REMOTE_GET);
+        fill(remote.addr, piece * pieces, 7 + way);
+        std::memset(local.addr, 0, piece * pieces);
+        std::vector<counting_comp> comps(pieces);
+        for (unsigned i = 0; i < pieces; ++i) {
+            uct_iov_t iov = {static_cast<char *>(local.addr) + i * piece, piece, local.memh,
+                             0, 1};
+            ucs_status_t st;
+            ASSERT_TRUE(run_until([&] {
+                st = uct_ep_get_zcopy(ep, &iov, 1,
+                                      reinterpret_cast<uintptr_t>(remote.addr) + i * piece,
+                                      remote.rkey.rkey, &comps[i].super);
+                return st != UCS_ERR_NO_RESOURCE;
+            }));
+            ASSERT_EQ(UCS_INPROGRESS, st) << "get " << i;
+        }
+        ASSERT_TRUE(run_until([&] {
+            for (const counting_comp &c : comps) {
+                if (c.done == 0) {
+                    return false;
+                }
+            }
+            return true;
+        })) << "reads never completed";
+        for (const counting_comp &c : comps) {
+            EXPECT_EQ(UCS_OK, c.status);
+        }
+        EXPECT_TRUE(check(local.addr, piece * pieces, 7 + way));
+        dereg(local);
+        dereg(remote);
+    }
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(to_many);
+    uct_ep_destroy(to_one);
+    close_side(one);
+    close_side(many);
+}
+
 TEST_F(rc_zv, receiver_not_ready_loses_nothing)
 {
     // A receiver with 16 receive buffers that does not progress while the

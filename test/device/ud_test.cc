@@ -446,6 +446,51 @@ TEST_P(ud_zv, completions_and_flush_do_not_wait_for_the_delayed_ack)
     close_side(c);
 }
 
+/// Fault injection takes a progress function of its own, chosen when the
+/// interface opens (without it the receive path does not look at it): an
+/// interface told to drop every packet receives nothing, beside one that
+/// receives everything, from the same sender.
+TEST_P(ud_zv, fault_injection_reaches_the_receive_path_of_its_interface)
+{
+    uct_side c, clean, lossy;
+    open_side(c);
+    open_side(clean);
+    open_side(lossy, {{"FAULT_DROP", "1"}});
+    unsigned got_clean = 0, got_lossy = 0;
+    auto counter = [](void *arg, void *, size_t, unsigned) {
+        ++*static_cast<unsigned *>(arg);
+        return UCS_OK;
+    };
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(clean.iface, am_id, counter, &got_clean, 0));
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(lossy.iface, am_id, counter, &got_lossy, 0));
+    uct_ep_h to_clean = create_ep(c, clean);
+    uct_ep_h to_lossy = create_ep(c, lossy);
+    ASSERT_NE(nullptr, to_clean);
+    ASSERT_NE(nullptr, to_lossy);
+    const std::vector<uct_side *> all = {&c, &clean, &lossy};
+    // The lossy side drops the connection traffic as well (ud_zv), so its
+    // endpoint may never take a message: try for a while, and count.
+    unsigned sent_clean = 0, sent_lossy = 0;
+    run_until(all, [&] {
+        if ((sent_clean < 5) && (uct_ep_am_short(to_clean, am_id, 0, nullptr, 0) == UCS_OK)) {
+            ++sent_clean;
+        }
+        if ((sent_lossy < 5) && (uct_ep_am_short(to_lossy, am_id, 0, nullptr, 0) == UCS_OK)) {
+            ++sent_lossy;
+        }
+        return false;
+    }, 0.5);
+    EXPECT_EQ(5u, sent_clean);
+    EXPECT_TRUE(run_until(all, [&] { return got_clean == 5; }, 10)) << got_clean;
+    run_until(all, [] { return false; }, 0.2);
+    EXPECT_EQ(0u, got_lossy) << "of " << sent_lossy << " sent to the interface dropping all";
+    uct_ep_destroy(to_lossy);
+    uct_ep_destroy(to_clean);
+    close_side(lossy);
+    close_side(clean);
+    close_side(c);
+}
+
 TEST_P(ud_zv, unanswered_connection_request_times_out)
 {
     uct_side c, d;
