@@ -6,8 +6,9 @@ set -u
 b=${ZV_BUILDDIR:?}; s=${ZV_SRCDIR:?}
 mod=$b/.libs/libuct_zv.so.0
 pass=0; fail=0
+# Each line ends with the seconds since the tier started (where CI time goes).
 check() { local name=$1; shift
-    if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
+    if "$@"; then echo "PASS: $name [${SECONDS}s]"; pass=$((pass+1)); else echo "FAIL: $name [${SECONDS}s]"; fail=$((fail+1)); fi; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
