@@ -234,8 +234,8 @@ ucs_status_t zv_rc_iface_open(uct_md_h md, uct_worker_h worker,
     s.conn_timeout        = config->conn_timeout;
     s.timing.timeout      = ib_timeout_exponent(config->timeout);
     s.timing.retry_cnt    = static_cast<uint8_t>(config->retry_count);
-    // (Capped to the device when the interface opens.)
-    s.timing.max_rd_atomic      = static_cast<uint8_t>(std::min(config->max_rd_atomic, 255u));
+    // (Range-checked below, capped to the device when the interface opens.)
+    s.timing.max_rd_atomic      = static_cast<uint8_t>(config->max_rd_atomic);
     s.timing.max_dest_rd_atomic = s.timing.max_rd_atomic;
 
     const zv::glue::range_check checks[] = {
