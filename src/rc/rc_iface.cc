@@ -129,9 +129,9 @@ unsigned progress(uct_iface_h uct_iface)
     if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_cq_limit)) {
         count += poll_tx(iface);
     }
-    // Connection traffic is rare: look at it every 32nd call, or always
+    // Connection traffic is rare: look at it every 64th call, or always
     // while a connection is being set up.
-    if (iface->conn.busy() || ((call & 31) == 0)) {
+    if (((call & 63) == 0) || iface->conn.busy()) {
         count += iface->conn.progress();
     }
     return count;
