@@ -47,6 +47,7 @@ void conn_manager::shutdown()
     m_rx_mem = nullptr;
     m_connecting.clear();
     m_closing.clear();
+    m_busy = false;
     m_idle.clear();
     m_by_remote.clear();
     m_unused.clear();
@@ -285,6 +286,7 @@ ucs_status_t conn_manager::start(uint64_t conn_id, const device_addr &peer,
     ch.conn_id    = conn_id;
     ch.connecting = true;
     m_connecting[conn_id] = qp->qp_num;
+    m_busy                = true;
     peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
     if (m_in_flight[pk] < req_window) {
         send_first(ch);
@@ -526,13 +528,14 @@ unsigned conn_manager::progress()
     }
     int n = ibv_poll_cq(m_cq, 16, wc);
     count += handle_wcs(wc, n);
-    // A full batch: more are likely queued (a burst of requests): poll on
-    // every progress until the queue is drained, not every 32nd.
-    m_backlog = (n == 16);
     if (__builtin_expect(m_broken, 0)) {
         recover();
     }
     count += check_timers();
+    // A full batch means more are likely queued (a burst of requests): poll
+    // on every progress until the queue is drained, as while connections
+    // open or close.
+    m_busy = (n == 16) || !m_connecting.empty() || !m_closing.empty();
     return count;
 }
 

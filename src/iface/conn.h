@@ -168,8 +168,9 @@ public:
     unsigned progress();
 
     /// Connections being set up or closed, or messages left unread: the
-    /// interface then calls progress() every time, not every 32nd.
-    bool busy() const { return !m_connecting.empty() || !m_closing.empty() || m_backlog; }
+    /// interface then calls progress() every time, not every 64th. One
+    /// load: the interface asks on every progress call.
+    bool busy() const { return m_busy; }
     /// Messages dropped because they did not come from the interface they
     /// name, and connection requests refused by the per-peer limit.
     uint64_t spoofed() const { return m_spoofed; }
@@ -308,7 +309,10 @@ private:
     uint64_t                           m_refused = 0;
     bool                               m_warned  = false;
     std::map<std::vector<uint8_t>, ibv_ah *> m_ahs;
-    bool                               m_backlog = false; ///< last poll was full
+    /// What busy() answers: set when a connection starts opening or
+    /// closing, recomputed at the end of every progress() (which is then
+    /// called on every interface progress until it is false again).
+    bool                               m_busy = false;
     ibv_wc                             m_stash[16];
     int                                m_stash_count = 0;
 };

@@ -176,12 +176,14 @@ inline ucs_status_t signal_unsignaled_tail(rc_ep *ep)
 }
 
 /// Post 'wr' (opcode and remote fields set by the caller) over 'length'
-/// bytes of the bounce buffer 'b'; on failure the op is retired.
-inline ssize_t post_bounced(rc_ep *ep, ibv_send_wr *wr, iface::buffer *b, tx_op *op,
-                            size_t length, bool signal)
+/// bytes of the bounce buffer 'b', whose data() is 'data' (the caller has
+/// it: after a pack callback, recomputing it would load b->pool again); on
+/// failure the op is retired.
+inline ssize_t post_bounced(rc_ep *ep, ibv_send_wr *wr, iface::buffer *b, const char *data,
+                            tx_op *op, size_t length, bool signal)
 {
-    ibv_sge sge = {reinterpret_cast<uintptr_t>(b->data()),
-                   static_cast<uint32_t>(length), b->lkey};
+    ibv_sge sge = {reinterpret_cast<uintptr_t>(data), static_cast<uint32_t>(length),
+                   b->lkey};
     wr->sg_list = &sge;
     wr->num_sge = 1;
     ucs_status_t status = post(ep, wr, op, signal);

@@ -58,12 +58,13 @@ ssize_t am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    size_t length   = pack_cb(b->data(), arg);
+    char *data      = b->data();
+    size_t length   = pack_cb(data, arg);
     ibv_send_wr &wr = ep->wr;
     wr.opcode       = IBV_WR_SEND_WITH_IMM;
     wr.imm_data     = am_imm(id);
     wr.send_flags   = (length <= ep->iface->max_inline) ? IBV_SEND_INLINE : 0;
-    return post_bounced(ep, &wr, b, op, length, false);
+    return post_bounced(ep, &wr, b, data, op, length, false);
 }
 
 ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
@@ -150,13 +151,14 @@ ssize_t put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    size_t length          = pack_cb(b->data(), arg);
+    char *data             = b->data();
+    size_t length          = pack_cb(data, arg);
     ibv_send_wr &wr         = ep->wr;
     wr.opcode              = IBV_WR_RDMA_WRITE;
     wr.send_flags          = 0;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
-    return post_bounced(ep, &wr, b, op, length, false);
+    return post_bounced(ep, &wr, b, data, op, length, false);
 }
 
 namespace {
@@ -241,7 +243,7 @@ ucs_status_t get_bcopy(uct_ep_h uct_ep, uct_unpack_callback_t unpack_cb, void *a
     wr.send_flags          = 0;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
-    ssize_t ret            = post_bounced(ep, &wr, b, op, length, true);
+    ssize_t ret            = post_bounced(ep, &wr, b, b->data(), op, length, true);
     return (ret < 0) ? static_cast<ucs_status_t>(ret) : UCS_INPROGRESS;
 }
 
@@ -271,7 +273,8 @@ ucs_status_t post_atomic(rc_ep *ep, ibv_wr_opcode opcode, uint64_t compare_add,
     wr.wr.atomic.rkey        = static_cast<uint32_t>(rkey);
     wr.wr.atomic.compare_add = compare_add;
     wr.wr.atomic.swap        = swap;
-    ssize_t ret = post_bounced(ep, &wr, b, op, sizeof(uint64_t), result != nullptr);
+    ssize_t ret = post_bounced(ep, &wr, b, b->data(), op, sizeof(uint64_t),
+                               result != nullptr);
     if (ret < 0) {
         return static_cast<ucs_status_t>(ret);
     }

@@ -56,7 +56,7 @@ void release_rx(uct_recv_desc_t *self, void *desc)
             continue;
         }
         ucs_status_t status = uct_iface_invoke_am(&iface->super.super, am_id,
-                                                  b->data(), wc[i].byte_len,
+                                                  iface->rx_pool.data(b), wc[i].byte_len,
                                                   UCT_CB_PARAM_FLAG_DESC);
         if (status == UCS_OK) {
             iface::buffer_pool::put(b);
