@@ -168,7 +168,7 @@ public:
     unsigned progress();
 
     /// Connections being set up or closed, or messages left unread: the
-    /// interface then calls progress() every time, not every 64th. One
+    /// interface then calls progress() every time, not only every so often. One
     /// load: the interface asks on every progress call.
     bool busy() const { return m_busy; }
     /// Messages dropped because they did not come from the interface they
