@@ -69,6 +69,7 @@ struct zv_ud_iface_config {
     uct_iface_config_t     super;
     zv::glue::queue_config queue;
     zv_rel_config          rel;
+    unsigned               tx_moderation;
 };
 
 ucs_config_field_t zv_ud_iface_config_table[] = {
@@ -81,6 +82,13 @@ ucs_config_field_t zv_ud_iface_config_table[] = {
      UCS_CONFIG_TYPE_TABLE(zv::glue::queue_config_table)},
     {"", "", nullptr, offsetof(zv_ud_iface_config, rel),
      UCS_CONFIG_TYPE_TABLE(zv_rel_config_table)},
+
+    {"TX_MODERATION", "32",
+     "Request a send completion for one send in this many (1..128, at most\n"
+     "TX_QUEUE_LEN/2). The others need none: an acknowledgement releases a\n"
+     "packet's buffer, and a completion also covers the sends before it.",
+     offsetof(zv_ud_iface_config, tx_moderation), UCS_CONFIG_TYPE_UINT},
+
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
 
@@ -210,6 +218,17 @@ ucs_status_t zv_ud_iface_open(uct_md_h md, uct_worker_h worker,
     if (status != UCS_OK) {
         return status;
     }
+    const unsigned m = config->tx_moderation;
+    const zv::glue::range_check checks[] = {
+        {"UCX_UD_ZV_TX_MODERATION",
+         (m == 0) || (m > zv::rd::max_tx_moderation) || (m > s.common.tx_queue_len / 2),
+         "1..128, at most TX_QUEUE_LEN/2"},
+    };
+    status = zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
+    if (status != UCS_OK) {
+        return status;
+    }
+    s.tx_moderation = m;
     return zv::ud::iface_open(md, worker, params, uct_config, s, iface_p);
 }
 

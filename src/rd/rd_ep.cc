@@ -213,7 +213,7 @@ void send_desc(rd_ep *ep, tx_desc *d, size_t len)
         h->type |= rd_hdr::flag_ack_req;
     }
     ++ep->unreleased;
-    (void)post_desc(ep->iface, ep, d);
+    (void)post_desc(ep->iface, ep, d, true);
 }
 
 void request_ack(rd_ep *ep)
@@ -245,7 +245,7 @@ unsigned resend_continue(rd_ep *ep)
            (iface->tx_outstanding < iface->tx_limit)) {
         tx_desc *d      = ep->resend_next;
         ep->resend_next = reinterpret_cast<tx_desc *>(d->pkt.next);
-        if (post_desc(iface, ep, d) != UCS_OK) {
+        if (post_desc(iface, ep, d, false) != UCS_OK) {
             ep->resend_next = nullptr; // the timer will try again
             break;
         }
@@ -299,10 +299,7 @@ void ep_fail(rd_ep *ep, ucs_status_t status, const char *why)
     ep->tx.purge([ep, status](rel::tx_pkt *p) {
         auto *d   = reinterpret_cast<tx_desc *>(p);
         d->status = status;
-        d->acked  = true;
-        if (d->in_flight == 0) {
-            release_desc(ep->iface, d);
-        }
+        settle_dropped(ep->iface, d);
     });
     ep_check_flushed(ep);
     char what[160];
@@ -466,12 +463,9 @@ void ep_release(rd_ep *ep)
     ep->flush_waiters.clear();
     ep->resend_next = nullptr;
     ep->tx.purge([ep](rel::tx_pkt *p) {
-        auto *d  = reinterpret_cast<tx_desc *>(p);
-        d->comp  = nullptr; // UCT: a destroyed endpoint completes nothing
-        d->acked = true;
-        if (d->in_flight == 0) {
-            release_desc(ep->iface, d);
-        }
+        auto *d = reinterpret_cast<tx_desc *>(p);
+        d->comp = nullptr; // UCT: a destroyed endpoint completes nothing
+        settle_dropped(ep->iface, d);
     });
     if (ep->partner != nullptr) {
         ep->partner->partner = nullptr;

@@ -21,8 +21,11 @@ unsigned poll_tx(rd_iface *iface)
 {
     ibv_wc wc[tx_poll_batch];
     int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
+    if (n <= 0) {
+        return 0;
+    }
+    iface->tx_completions += static_cast<unsigned>(n);
     for (int i = 0; i < n; ++i) {
-        --iface->tx_outstanding;
         if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
             // A packet that did not leave is like one lost on the wire; what
             // it means for the QP is the transport's to say.
@@ -31,21 +34,35 @@ unsigned poll_tx(rd_iface *iface)
                           ibv_wc_status_str(wc[i].status));
             }
             iface->tl->wc_error(iface, wc[i]);
+            if (wc[i].wr_id == wr_id_silent) {
+                // Flushed unsignaled work: the reset that follows counts it
+                // (tx_reset), and its descriptor is the acknowledgement's.
+                continue;
+            }
         }
-        if (wc[i].wr_id & wr_id_ctl) {
+        // A signaled work request, and the unsignaled ones before it.
+        const unsigned cover   = static_cast<unsigned>(wc[i].wr_id >> wr_id_cover_shift);
+        const uint64_t ptr     = wc[i].wr_id & wr_id_ptr_mask;
+        iface->tx_outstanding -= cover;
+        iface->tx_done        += cover;
+        --iface->tx_signaled;
+        if (ptr & wr_id_ctl) {
             // A control packet: its buffer (none when it went inline) is free.
-            auto *cb = reinterpret_cast<iface::buffer *>(wc[i].wr_id & ~wr_id_ctl);
+            auto *cb = reinterpret_cast<iface::buffer *>(ptr & ~wr_id_ctl);
             if (cb != nullptr) {
                 iface::buffer_pool::put(cb);
             }
             continue;
         }
-        auto *d = reinterpret_cast<tx_desc *>(wc[i].wr_id);
+        auto *d = reinterpret_cast<tx_desc *>(ptr);
         if ((--d->in_flight == 0) && d->acked) {
             release_desc(iface, d);
         }
     }
-    return static_cast<unsigned>(n > 0 ? n : 0);
+    if (__builtin_expect(iface->parked != nullptr, 0)) {
+        settle_parked(iface);
+    }
+    return static_cast<unsigned>(n);
 }
 
 } // namespace
@@ -198,11 +215,13 @@ void close_begin(rd_iface *iface)
     ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
               "order dropped, %lu invalid, %lu spoofed, %lu connections refused, "
               "%lu puts received, %lu zero-copy puts sent, %lu QP resets; "
+              "%lu work requests posted, %lu send completions; "
               "%zu receive connections open, %lu reclaimed; "
               "injected %lu drops, %lu duplicates, %lu reorders",
               iface->tl->name, iface, iface->resent, iface->dup_rx, iface->gap_rx,
               iface->bad_rx, iface->spoofed_rx, iface->refused_conns, iface->rx_puts,
-              iface->tx_put_zcopy, iface->qp_resets, iface->conns.count(), iface->reclaimed,
+              iface->tx_put_zcopy, iface->qp_resets, iface->tx_posted, iface->tx_completions,
+              iface->conns.count(), iface->reclaimed,
               iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
     if (iface->held_buf != nullptr) {
         iface::buffer_pool::put(iface->held_buf);
@@ -212,6 +231,12 @@ void close_begin(rd_iface *iface)
 
 void close_eps(rd_iface *iface)
 {
+    // (The QP goes next: nothing reads the parked descriptors any more.)
+    while (iface->parked != nullptr) {
+        tx_desc *d    = iface->parked;
+        iface->parked = d->park_next;
+        iface::buffer_pool::put(d->buf);
+    }
     for (rd_ep *ep : iface->eps.slots()) {
         if (ep != nullptr) {
             ep_free(ep);

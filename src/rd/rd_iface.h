@@ -138,7 +138,20 @@ inline uint32_t put_imm(uint16_t psn, bool ack_req)
 constexpr size_t small_payload = 128;
 
 constexpr unsigned max_sge   = 4;  ///< header + up to 3 iov entries
-constexpr uint64_t wr_id_ctl = 1; ///< wr_id low bit: control packet (no descriptor)
+/*
+ * A send work request's wr_id. A signaled one names what its completion
+ * gives back (a descriptor, or with wr_id_ctl a control packet's buffer:
+ * none when it went inline) and, in the top byte, how many work requests
+ * that completion covers: itself and the unsignaled ones posted before it
+ * since the last signaled one (user-space addresses fit in 56 bits). An
+ * unsignaled one is wr_id_silent: it completes only when it is flushed.
+ */
+constexpr uint64_t wr_id_ctl         = 1; ///< a control packet (no descriptor)
+constexpr uint64_t wr_id_silent      = 2; ///< an unsignaled work request
+constexpr unsigned wr_id_cover_shift = 56;
+constexpr uint64_t wr_id_ptr_mask    = (uint64_t(1) << wr_id_cover_shift) - 1;
+/// Largest moderation: what the top byte of wr_id can count.
+constexpr unsigned max_tx_moderation = 128;
 constexpr unsigned id_bits   = 20;
 constexpr uint32_t id_index_mask = (1u << id_bits) - 1;
 /// Largest transport header in front of rd_hdr in a receive buffer (the
@@ -203,6 +216,10 @@ struct rd_settings {
     iface::iface_settings  common;
     unsigned               rx_batch;
     unsigned               max_inline;
+    /// Signal one send in this many (1: every one). Only for a transport
+    /// whose sends all go out on one QP (ud_zv): its completions then come
+    /// in the order of the posts, one covering those before it.
+    unsigned               tx_moderation = 1;
     rel::settings          rel;
     iface::fault_settings  fault;
 };
@@ -213,14 +230,20 @@ struct rd_iface;
 /// Send descriptor: at the start of a registered tx buffer, followed by
 /// the header and the copied payload. Released (buffer back to the pool,
 /// completion called) when it is acknowledged and no work request that
-/// reads it is still posted.
+/// reads it is still posted. An acknowledgement says that its packet was
+/// transmitted, so the one unsignaled posting a descriptor can have (its
+/// first) was read by then; a descriptor dropped without an
+/// acknowledgement (its endpoint failed or was destroyed) waits until the
+/// send queue is known to have passed that posting (settle_dropped()).
 struct tx_desc {
     rel::tx_pkt       pkt;       ///< first: the sender links these
     rd_ep            *ep;
     uct_completion_t *comp;
     iface::buffer    *buf;
+    uint64_t          silent_seq; ///< its unsignaled posting's number (0: none)
+    tx_desc          *park_next;  ///< on rd_iface::parked
     ucs_status_t      status;
-    uint16_t          in_flight; ///< posted work requests not completed
+    uint16_t          in_flight; ///< posted signaled work requests not completed
     bool              acked;
     uint8_t           num_sge;
     uint8_t           opcode;      ///< IBV_WR_SEND, or RDMA_WRITE_WITH_IMM (uc_zv put)
@@ -288,6 +311,17 @@ struct rd_iface {
     unsigned                 max_payload    = 0; ///< bytes after rd_hdr in one packet
     unsigned                 tx_outstanding = 0; ///< work requests posted
     ibv_send_wr              tx_wr          = {}; ///< post_desc's, reused
+    // Send moderation (settings.tx_moderation). Work requests are
+    // numbered in the order they are posted, from 1.
+    unsigned                 tx_unsignaled  = 0; ///< posted since the last signaled one
+    unsigned                 tx_signaled    = 0; ///< signaled ones not completed
+    uint64_t                 tx_posted      = 0; ///< number of the last one posted
+    uint64_t                 tx_last_signaled = 0; ///< number of the last signaled one
+    /// Every work request up to this number is finished with (completed,
+    /// flushed, or gone with a reset): moderated transports only.
+    uint64_t                 tx_done        = 0;
+    /// Dropped descriptors whose unsignaled posting may still be queued.
+    tx_desc                 *parked         = nullptr;
     /// Work requests that may be outstanding: TX_QUEUE_LEN, or 0 while the
     /// transport's QP is broken, so that nothing is posted to it (sends,
     /// resends, control packets, pending requests) until it has been reset.
@@ -321,7 +355,7 @@ struct rd_iface {
     // its own to them before close().
     uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0, rx_puts = 0,
                              tx_put_zcopy = 0, spoofed_rx = 0, refused_conns = 0,
-                             qp_resets = 0, reclaimed = 0;
+                             qp_resets = 0, reclaimed = 0, tx_completions = 0;
 };
 
 inline rd_iface *to_rd(uct_iface_h iface) { return reinterpret_cast<rd_iface *>(iface); }
@@ -389,7 +423,16 @@ void release_rx(uct_recv_desc_t *self, void *desc);
 template <bool Faults> unsigned poll_rx(rd_iface *iface);
 /// Owed acks and NAKs that are due go out as packets of their own.
 void send_acks(rd_iface *iface, ucs_time_t now);
-ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d);
+/// Post d; 'first': its first posting, which may go unsignaled (a resend
+/// is always signaled).
+ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d, bool first);
+/// d leaves its endpoint's window without an acknowledgement (ep_fail,
+/// ep_release): released once no posting of it can still be read.
+void settle_dropped(rd_iface *iface, tx_desc *d);
+/// settle_dropped() again for every parked descriptor (the send queue moved).
+void settle_parked(rd_iface *iface);
+/// The transport reset its QP: every work request posted is gone.
+void tx_reset(rd_iface *iface);
 /// Post a control packet on 'qp' (on a datagram QP: to ah/qpn).
 ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
                       const rd_hdr &hdr, const void *body, size_t body_len);

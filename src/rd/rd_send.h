@@ -36,6 +36,7 @@ inline tx_desc *desc_get(rd_ep *ep, uint8_t type, size_t payload)
     d->ep        = ep;
     d->comp      = nullptr;
     d->buf       = b;
+    d->silent_seq = 0;
     d->status    = UCS_OK;
     d->in_flight = 0;
     d->acked     = false;

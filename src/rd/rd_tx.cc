@@ -9,20 +9,26 @@
 
 namespace zv::rd {
 
-ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d)
+ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d, bool first)
 {
     if (iface->tx_outstanding >= iface->tx_limit) {
         return UCS_ERR_NO_RESOURCE;
     }
+    // One signaled work request in tx_moderation; a first posting needs no
+    // completion of its own, since its acknowledgement releases it.
+    const unsigned cover = iface->tx_unsignaled + 1;
+    const bool silent    = first && (cover < iface->settings.tx_moderation);
     // The interface's one work request (its 'next' stays null): only what
     // differs between packets is written, nothing is zero-filled per post.
     ibv_send_wr &wr = iface->tx_wr;
-    wr.wr_id        = reinterpret_cast<uintptr_t>(d);
+    wr.wr_id        = silent ? wr_id_silent :
+                      (reinterpret_cast<uintptr_t>(d) |
+                       (static_cast<uint64_t>(cover) << wr_id_cover_shift));
     wr.sg_list      = d->sge;
     wr.num_sge      = d->num_sge;
     wr.opcode       = static_cast<ibv_wr_opcode>(d->opcode);
-    wr.send_flags   = ((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) ?
-                      (IBV_SEND_SIGNALED | IBV_SEND_INLINE) : IBV_SEND_SIGNALED;
+    wr.send_flags   = (((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) ?
+                       IBV_SEND_INLINE : 0) | (silent ? 0 : IBV_SEND_SIGNALED);
     // On a connected QP the provider ignores the datagram address.
     if (d->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
         wr.imm_data            = put_imm(d->pkt.psn,
@@ -41,7 +47,16 @@ ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d)
         ucs_debug("qp 0x%x: ibv_post_send() failed: %s", qp->qp_num, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
-    ++d->in_flight;
+    const uint64_t seq = ++iface->tx_posted;
+    if (silent) {
+        iface->tx_unsignaled = cover;
+        d->silent_seq        = seq;
+    } else {
+        iface->tx_unsignaled    = 0;
+        iface->tx_last_signaled = seq;
+        ++iface->tx_signaled;
+        ++d->in_flight;
+    }
     ++iface->tx_outstanding;
     return UCS_OK;
 }
@@ -72,7 +87,8 @@ ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
     ibv_sge sge = {reinterpret_cast<uintptr_t>(data), static_cast<uint32_t>(len),
                    (b != nullptr) ? b->lkey : 0};
     ibv_send_wr wr       = {};
-    wr.wr_id             = reinterpret_cast<uintptr_t>(b) | wr_id_ctl;
+    wr.wr_id             = reinterpret_cast<uintptr_t>(b) | wr_id_ctl |
+                           (static_cast<uint64_t>(iface->tx_unsignaled + 1) << wr_id_cover_shift);
     wr.sg_list           = &sge;
     wr.num_sge           = 1;
     wr.opcode            = IBV_WR_SEND;
@@ -90,6 +106,9 @@ ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
         }
         return UCS_ERR_IO_ERROR;
     }
+    iface->tx_unsignaled    = 0;
+    iface->tx_last_signaled = ++iface->tx_posted;
+    ++iface->tx_signaled;
     ++iface->tx_outstanding;
     return UCS_OK;
 }
@@ -112,6 +131,48 @@ ucs_status_t send_to_conn(const rd_ep *ep, uint8_t type, const void *body, size_
     h.type   = type;
     h.magic  = rd_hdr::magic_value;
     return send_ctl(ep->iface, ep->qp, ep->ah, ep->peer_qpn, h, body, body_len);
+}
+
+void settle_dropped(rd_iface *iface, tx_desc *d)
+{
+    d->acked = true;
+    if (d->in_flight != 0) {
+        return; // its signaled posting's completion releases it
+    }
+    if (d->silent_seq <= iface->tx_done) {
+        release_desc(iface, d);
+        return;
+    }
+    // Its unsignaled posting may still be queued. A later signaled work
+    // request will say when it is not; without one, posting d once more,
+    // signaled, makes one (whose completion then releases d).
+    if ((iface->tx_last_signaled < d->silent_seq) &&
+        (post_desc(iface, d->ep, d, false) == UCS_OK)) {
+        return;
+    }
+    d->park_next  = iface->parked;
+    iface->parked = d;
+}
+
+void settle_parked(rd_iface *iface)
+{
+    tx_desc *list = iface->parked;
+    iface->parked = nullptr;
+    while (list != nullptr) {
+        tx_desc *d = list;
+        list       = d->park_next;
+        settle_dropped(iface, d);
+    }
+}
+
+void tx_reset(rd_iface *iface)
+{
+    iface->tx_outstanding = 0;
+    iface->tx_unsignaled  = 0;
+    iface->tx_done        = iface->tx_posted;
+    if (iface->parked != nullptr) {
+        settle_parked(iface);
+    }
 }
 
 void release_desc(rd_iface *iface, tx_desc *d)

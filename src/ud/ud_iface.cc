@@ -11,15 +11,19 @@ namespace zv::ud {
 
 namespace {
 
-/// Every work request of the broken QP has flushed: reset it, keeping its
-/// number, and post the receive buffers again.
+/// Every signaled work request and every receive of the broken QP has
+/// flushed: reset it, keeping its number, and post the receive buffers
+/// again. (Unsignaled sends after the last signaled one may not have
+/// flushed yet; the reset ends them, and their descriptors are the
+/// acknowledgement's or settle_dropped()'s.)
 void recover_qp(ud_iface *iface)
 {
     rd_iface *rd = &iface->super;
-    if ((rd->tx_outstanding > 0) || (rd->rx_ring.posted() > 0) ||
+    if ((rd->tx_signaled > 0) || (rd->rx_ring.posted() > 0) ||
         (verbs::reset_ud_qp(iface->qp, *rd->super.port, qkey) != UCS_OK)) {
         return; // next progress
     }
+    tx_reset(rd);
     iface->qp_broken = false;
     rd->tx_limit     = rd->super.settings.tx_queue_len;
     ++rd->qp_resets;
