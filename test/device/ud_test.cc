@@ -571,6 +571,92 @@ TEST_P(ud_zv, an_idle_peer_that_progresses_keeps_its_connection)
 /// manager reclaims (the faults suite kills real peers for both).
 class ud_zv_only : public ud_zv {};
 
+/// A send completion is requested for one send in TX_MODERATION: the
+/// others are released by their acknowledgements (and 1 means every one).
+TEST_P(ud_zv_only, signals_one_send_in_tx_moderation)
+{
+    for (const char *m : {"32", "1"}) {
+        SCOPED_TRACE(std::string("TX_MODERATION=") + m);
+        uct_side c, d;
+        open_side(c, {{"TX_MODERATION", m}});
+        open_side(d);
+        am_values sink;
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
+        uct_ep_h ep = create_ep(c, d);
+        ASSERT_TRUE(deliver(ep, 640, sink, {&c, &d}));
+        ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+        const rd::rd_iface &ci = ud::to_ud(c.iface)->super;
+        EXPECT_GE(ci.tx_posted, 640u);
+        if (std::string(m) == "1") {
+            EXPECT_TRUE(run_until({&c}, [&] { return ci.tx_completions == ci.tx_posted; }, 5))
+                    << ci.tx_completions << " completions of " << ci.tx_posted;
+        } else {
+            // One in 32 of the first postings; every resend and control
+            // packet (the connection request, acknowledgement requests) is
+            // signaled.
+            const uint64_t first = ci.tx_posted - ci.resent;
+            EXPECT_LE(ci.tx_completions, first / 32 + ci.resent + 8)
+                    << ci.tx_posted << " posted, " << ci.resent << " of them resent";
+        }
+        uct_ep_destroy(ep);
+        close_side(c);
+        close_side(d);
+    }
+}
+
+/// An endpoint destroyed right after its sends were posted (unsignaled,
+/// unacknowledged): its buffers are not handed out again while the QP may
+/// still read them, so another endpoint's packets reach the peer intact,
+/// and the destroyed one's are delivered at most once.
+TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_reuses_no_buffer_still_posted)
+{
+    constexpr uint8_t other_id = am_id + 1;
+    ordered_sink sink; // the steady endpoint's stream
+    am_values gone;    // the destroyed endpoints' packets
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, ordered_sink::handler,
+                                               &sink, 0));
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, other_id, am_values::handler,
+                                               &gone, 0));
+    const size_t max = m_a.attr.cap.am.max_bcopy;
+    // (Not connect(): these endpoints are destroyed here, not at teardown.)
+    auto connected = [&] {
+        uct_ep_h ep = create_ep(m_a, m_b);
+        EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+        return ep;
+    };
+    uct_ep_h steady = connected();
+    ASSERT_NE(nullptr, steady);
+    std::vector<char> payload(max - sizeof(uint32_t), 0x5a);
+    unsigned sent = 0, next = 0;
+    for (unsigned round = 0; round < 20; ++round) {
+        uct_ep_h brief = connected();
+        ASSERT_NE(nullptr, brief);
+        for (unsigned i = 0; i < 8; ++i) {
+            pack_arg a{payload.data(), payload.size()};
+            if (uct_ep_am_bcopy(brief, other_id, pack_cb, &a, 0) >= 0) {
+                ++sent;
+            }
+        }
+        uct_ep_destroy(brief); // its packets still queued, none acknowledged
+        // The steady endpoint's packets take the buffers released next.
+        for (unsigned end = next + 40; next < end;) {
+            msg_pack m{next, (next * 37) % (max - sizeof(uint32_t))};
+            ssize_t r = uct_ep_am_bcopy(steady, am_id, pack_msg, &m, 0);
+            if (r >= 0) {
+                ++next;
+            } else {
+                ASSERT_EQ(UCS_ERR_NO_RESOURCE, r);
+                progress();
+            }
+        }
+    }
+    ASSERT_TRUE(wait_for([&] { return uct_ep_flush(steady, 0, nullptr) == UCS_OK; }));
+    ASSERT_TRUE(wait_for([&] { return sink.next == next; })) << sink.next << " of " << next;
+    EXPECT_EQ(0u, sink.bad) << sink.first_error;
+    EXPECT_LE(gone.got.size(), sent) << "a destroyed endpoint's packet arrived twice";
+    uct_ep_destroy(steady);
+}
+
 TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
 {
     uct_side c, d;
