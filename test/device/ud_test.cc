@@ -638,6 +638,12 @@ TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_reuses_no_buffer_stil
             }
         }
         uct_ep_destroy(brief); // its packets still queued, none acknowledged
+        if (round == 0) {
+            // Its buffers stay out of the pool (and it stays, in the
+            // graveyard) until the QP is known to have read them.
+            EXPECT_EQ(1u, ud::to_ud(m_a.iface)->super.graveyard.size())
+                    << "a destroyed endpoint's unacknowledged buffers went back at once";
+        }
         // The steady endpoint's packets take the buffers released next.
         for (unsigned end = next + 40; next < end;) {
             msg_pack m{next, (next * 37) % (max - sizeof(uint32_t))};
@@ -655,6 +661,26 @@ TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_reuses_no_buffer_stil
     EXPECT_EQ(0u, sink.bad) << sink.first_error;
     EXPECT_LE(gone.got.size(), sent) << "a destroyed endpoint's packet arrived twice";
     uct_ep_destroy(steady);
+}
+
+/// The same with nothing sent after it, not even the DISC (as when the send
+/// queue had no room for it): the interface itself makes a completion come
+/// (a signaled resend), so that the destroyed endpoint is freed and not
+/// kept for as long as the interface is quiet.
+TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_is_freed_on_a_quiet_interface)
+{
+    am_values gone;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &gone, 0));
+    uct_ep_h ep = create_ep(m_a, m_b);
+    ASSERT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    for (uint64_t v = 0; v < 4; ++v) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, v, nullptr, 0));
+    }
+    rd::ep_release(rd::to_ep(ep)); // ud_zv's ep_destroy without its DISC
+    const rd::rd_iface &a = ud::to_ud(m_a.iface)->super;
+    EXPECT_TRUE(wait_for([&] { return a.graveyard.empty(); }, 5))
+            << a.graveyard.size() << " destroyed endpoint(s) kept";
+    EXPECT_LE(gone.got.size(), 4u) << "a packet arrived twice";
 }
 
 TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
