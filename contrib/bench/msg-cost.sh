@@ -10,14 +10,19 @@
 # Usage: contrib/bench/msg-cost.sh [BUILD_DIR]   (default: ./build)
 # Without an active RDMA port here, it runs itself in the Soft-RoCE VM.
 # Environment: ZV_BENCH_ROUNDS (ping-pong rounds per figure, default 200;
-# a tenth of it for the 1 MiB UCP message), ZV_BENCH_MODULE (the zv module
-# to measure, default BUILD_DIR's: e.g. an older build's, to compare).
+# a tenth of it for the 1 MiB UCP message), ZV_BENCH_WINDOW (messages per
+# turn of the stream rows, default 16), ZV_BENCH_MODULE (the zv module to
+# measure, default BUILD_DIR's: e.g. an older build's, to compare).
 #
 # What each row measures:
 #   am_short 8 B, am_bcopy 512 B, put_zcopy 64 KiB: UCT, rc_zv/uc_zv beside
 #     rc_verbs, ud_zv beside ud_verbs (ud has no put);
 #   tag 4 KiB and tag 1 MiB: UCP tag messages below and above the
-#     rendezvous threshold, UCX_TLS=<transport> (no shared memory).
+#     rendezvous threshold, UCX_TLS=<transport> (no shared memory);
+#   "stream": the same operations, ZV_BENCH_WINDOW messages posted back to
+#     back each turn (1 MiB: 4, the few outstanding of a rendezvous
+#     stream), so that what is paid once per batch (a moderated send
+#     completion, an acknowledgement of several packets) is shared out.
 # Per message = (instructions collected - empty polls x one idle poll's
 # instructions) / messages; the "empty/msg" column shows how many polls were
 # taken out that way.
@@ -25,10 +30,12 @@ set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 b=$(cd "${1:-${ZV_BUILDDIR:-build}}" && pwd)
 rounds=${ZV_BENCH_ROUNDS:-200}
+window=${ZV_BENCH_WINDOW:-16}
+case $window in ''|*[!0-9]*|0) echo "msg-cost: ZV_BENCH_WINDOW must be a positive count, not '$window'" >&2; exit 1 ;; esac
 
 if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
     exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --mem 4G --share "$src" --share "$b" \
-        -e ZV_BENCH_ROUNDS="$rounds" ${ZV_BENCH_MODULE:+-e ZV_BENCH_MODULE="$ZV_BENCH_MODULE"} \
+        -e ZV_BENCH_ROUNDS="$rounds" -e ZV_BENCH_WINDOW="$window" ${ZV_BENCH_MODULE:+-e ZV_BENCH_MODULE="$ZV_BENCH_MODULE"} \
         -- "$0" "$b"
 fi
 command -v valgrind > /dev/null || { echo "msg-cost: valgrind is not installed (contrib/setup.sh installs it)" >&2; exit 1; }
@@ -76,6 +83,7 @@ row() { # row LABEL PEER ZV...: one line, the peer first, then each zv beside it
 
 echo "== instructions per message on $dev, $mod"
 echo "   (callgrind: the send calls and the progress calls of both sides that found work)"
+echo "   (stream rows: $window messages posted back to back each turn, 1 MiB: 4)"
 printf '%-22s %-9s %9s %6s | %s\n' measure peer instr empty "zv: instr, empty/msg, zv/peer"
 # (am_bcopy: 512 B, since an MTU of 1024, Soft-RoCE's on a 1500-byte
 # Ethernet, does not take 1 KiB and the headers in one datagram.)
@@ -85,11 +93,26 @@ for spec in "am_short 8" "am_bcopy 512" "put_zcopy 65536"; do
     row "UCT $op $size B" rc_verbs rc_zv uc_zv
     [ "$op" = put_zcopy ] || row "UCT $op $size B" ud_verbs ud_zv
 done
-for spec in "4096 $rounds" "1048576 $(( rounds / 10 > 0 ? rounds / 10 : 1 ))"; do
-    read -r size n <<< "$spec"
+tenth=$(( rounds / 10 > 0 ? rounds / 10 : 1 ))
+# ucp_rows LABEL SIZE ROUNDS WINDOW
+ucp_rows() {
+    local label=$1 size=$2 n=$3 w=$4
     # UCP wires rc_verbs up through ud_verbs (its auxiliary transport); at
     # two endpoints the lanes are rc_verbs'.
-    cost_of() { local t=$1; [ "$t" != rc_verbs ] || t=rc_verbs,ud_verbs; UCX_TLS=$t cost ucp "$size" "$n"; }
-    row "UCP tag $size B" rc_verbs rc_zv uc_zv
-    row "UCP tag $size B" ud_verbs ud_zv
+    cost_of() { local t=$1; [ "$t" != rc_verbs ] || t=rc_verbs,ud_verbs; UCX_TLS=$t cost ucp "$size" "$n" "$w"; }
+    row "$label" rc_verbs rc_zv uc_zv
+    row "$label" ud_verbs ud_zv
+}
+ucp_rows "UCP tag 4096 B" 4096 "$rounds" 1
+ucp_rows "UCP tag 1048576 B" 1048576 "$tenth" 1
+
+# Streams: a turn of 'window' messages; as many messages as the ping-pong.
+srounds=$(( rounds / window > 0 ? rounds / window : 1 ))
+for spec in "am_short 8" "am_bcopy 512"; do
+    read -r op size <<< "$spec"
+    cost_of() { cost uct "$1" "$dev:1" "$op" "$size" "$srounds" "$window"; }
+    row "stream $op $size B" rc_verbs rc_zv uc_zv
+    row "stream $op $size B" ud_verbs ud_zv
 done
+ucp_rows "stream tag 4096 B" 4096 "$srounds" "$window"
+ucp_rows "stream tag 1 MiB x4" 1048576 "$(( tenth / 4 > 0 ? tenth / 4 : 1 ))" 4

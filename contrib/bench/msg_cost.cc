@@ -5,16 +5,21 @@
 // where the wire is fast, the part of the latency that is software.
 //
 // Usage:
-//   zv_msg_cost uct TRANSPORT DEVICE OP SIZE ROUNDS
+//   zv_msg_cost uct TRANSPORT DEVICE OP SIZE ROUNDS [WINDOW]
 //       OP: am_short (SIZE includes its 8-byte header), am_bcopy, put_zcopy
 //       (SIZE bytes moved by puts of at most the transport's max_zcopy each:
 //       one for rc, one per MTU for uc_zv)
-//   zv_msg_cost ucp SIZE ROUNDS
+//   zv_msg_cost ucp SIZE ROUNDS [WINDOW]
 //       UCP tag messages; the transports are UCX_TLS's, the device
 //       UCX_NET_DEVICES's.
 //
 // Two interfaces (UCT) or two workers (UCP) of this process, on one
-// device, ping-pong ROUNDS times: A sends to B, B to A. What is counted is
+// device, ping-pong ROUNDS times: A sends to B, B to A. With a WINDOW
+// (default 1; am_short, am_bcopy and UCP), each turn is a stream of WINDOW
+// messages posted back to back before the receiver waits for them all:
+// what a stream costs per message (send completions reported in batches,
+// acknowledgements covering several packets) rather than a round trip's
+// share. What is counted is
 // each send call and each progress call, nothing else: under
 // `valgrind --tool=callgrind --collect-atstart=no` the program turns
 // collection on around exactly those calls. Before each progress call it
@@ -157,11 +162,12 @@ ucs_status_t put_chunks(uct_party &p, uct_party &q, size_t size)
     return UCS_OK;
 }
 
-/// One message of 'op' from p to q; true once its completion (put) or its
-/// arrival (am) has been seen.
-void uct_send(uct_party &p, uct_party &q, const char *op, size_t size)
+/// 'window' messages of 'op' from p to q (put_zcopy: one), posted back to
+/// back; returns once their completion (put) or their arrival (am) has
+/// been seen.
+void uct_send(uct_party &p, uct_party &q, const char *op, size_t size, unsigned window)
 {
-    ucs_status_t status;
+    ucs_status_t status = UCS_OK;
     unsigned before = q.got;
     if (std::strcmp(op, "put_zcopy") == 0) {
         const size_t max = p.s.attr.cap.put.max_zcopy;
@@ -169,7 +175,7 @@ void uct_send(uct_party &p, uct_party &q, const char *op, size_t size)
         p.done.status    = UCS_OK;
         p.put_off        = 0;
     }
-    for (;;) {
+    for (unsigned sent = 0; sent < window;) {
         if (std::strcmp(op, "am_short") == 0) {
             uint64_t hdr = 0;
             status = counted([&] {
@@ -183,14 +189,14 @@ void uct_send(uct_party &p, uct_party &q, const char *op, size_t size)
         } else {
             status = put_chunks(p, q, size);
         }
-        if (status != UCS_ERR_NO_RESOURCE) {
-            break;
+        if (status == UCS_ERR_NO_RESOURCE) {
+            poll([&] { return p.progress(); });
+            poll([&] { return q.progress(); });
+        } else if (UCS_STATUS_IS_ERR(status)) {
+            die(op, status);
+        } else {
+            ++sent;
         }
-        poll([&] { return p.progress(); });
-        poll([&] { return q.progress(); });
-    }
-    if (UCS_STATUS_IS_ERR(status)) {
-        die(op, status);
     }
     if (std::strcmp(op, "put_zcopy") == 0) {
         --p.done.count; // all posted
@@ -199,18 +205,24 @@ void uct_send(uct_party &p, uct_party &q, const char *op, size_t size)
             poll([&] { return p.progress(); });
         }
     } else {
-        while (q.got == before) {
+        while (q.got - before < window) {
             poll([&] { return q.progress(); });
         }
     }
 }
 
-int run_uct(const char *tl, const char *dev, const char *op, size_t size, unsigned rounds)
+int run_uct(const char *tl, const char *dev, const char *op, size_t size, unsigned rounds,
+            unsigned window)
 {
     const bool put = (std::strcmp(op, "put_zcopy") == 0);
     if (!put && (std::strcmp(op, "am_short") != 0) && (std::strcmp(op, "am_bcopy") != 0)) {
         std::fprintf(stderr, "%s: unknown operation '%s' (am_short, am_bcopy, put_zcopy)\n",
                      prog, op);
+        return 1;
+    }
+    if (put && (window != 1)) {
+        std::fprintf(stderr, "%s: put_zcopy takes no WINDOW (one message of SIZE bytes a turn)\n",
+                     prog);
         return 1;
     }
     if ((std::strcmp(op, "am_short") == 0) && (size < sizeof(uint64_t))) {
@@ -271,12 +283,12 @@ int run_uct(const char *tl, const char *dev, const char *op, size_t size, unsign
     g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
     for (unsigned i = 0; i < warmup + rounds; ++i) {
         g_counting = (i >= warmup);
-        uct_send(a, b, op, size);
-        uct_send(b, a, op, size);
+        uct_send(a, b, op, size, window);
+        uct_send(b, a, op, size, window);
     }
     drain_and_idle([&] { return a.progress(); }, [&] { return b.progress(); });
     g_counting = false;
-    std::printf("messages %u empty %u idle %u\n", 2 * rounds, g_empty, idle_polls);
+    std::printf("messages %u empty %u idle %u\n", 2 * rounds * window, g_empty, idle_polls);
     for (uct_party *p : {&a, &b}) {
         uct_ep_destroy(p->ep);
         if (put) {
@@ -316,21 +328,35 @@ template <class P, class Q> void ucp_wait(void *req, P &&pp, Q &&pq)
     ucp_request_free(req);
 }
 
-/// One tag message from p to q: q's receive is posted first.
-void ucp_message(ucp_party &p, ucp_party &q, size_t size)
+/// 'window' tag messages from p to q: q's receives are posted first, then
+/// p's sends back to back, then all are waited for. (They share one
+/// buffer each side: every message carries the same bytes.)
+void ucp_messages(ucp_party &p, ucp_party &q, size_t size, unsigned window)
 {
     ucp_request_param_t prm = {};
-    void *rreq = counted([&] {
-        return ucp_tag_recv_nbx(q.worker, q.rbuf.data(), size, 7, ~ucp_tag_t(0), &prm);
-    });
-    void *sreq = counted([&] { return ucp_tag_send_nbx(p.ep, p.sbuf.data(), size, 7, &prm); });
-    auto pp    = [&] { return p.progress(); };
-    auto pq    = [&] { return q.progress(); };
-    ucp_wait(sreq, pq, pp);
-    ucp_wait(rreq, pq, pp);
+    std::vector<void *> reqs;
+    reqs.reserve(2 * window);
+    for (unsigned i = 0; i < window; ++i) {
+        reqs.push_back(counted([&] {
+            return ucp_tag_recv_nbx(q.worker, q.rbuf.data(), size, 7, ~ucp_tag_t(0), &prm);
+        }));
+    }
+    for (unsigned i = 0; i < window; ++i) {
+        reqs.push_back(counted([&] {
+            return ucp_tag_send_nbx(p.ep, p.sbuf.data(), size, 7, &prm);
+        }));
+    }
+    auto pp = [&] { return p.progress(); };
+    auto pq = [&] { return q.progress(); };
+    for (unsigned i = 0; i < window; ++i) {
+        ucp_wait(reqs[window + i], pq, pp);
+    }
+    for (unsigned i = 0; i < window; ++i) {
+        ucp_wait(reqs[i], pq, pp);
+    }
 }
 
-int run_ucp(size_t size, unsigned rounds)
+int run_ucp(size_t size, unsigned rounds, unsigned window)
 {
     ucp_config_t *cfg;
     must(ucp_config_read(nullptr, nullptr, &cfg), "ucp_config_read");
@@ -365,8 +391,8 @@ int run_ucp(size_t size, unsigned rounds)
     g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
     for (unsigned r = 0; r < warmup + rounds; ++r) {
         g_counting = (r >= warmup);
-        ucp_message(a, b, size);
-        ucp_message(b, a, size);
+        ucp_messages(a, b, size, window);
+        ucp_messages(b, a, size, window);
     }
     if (std::memcmp(a.rbuf.data(), b.sbuf.data(), size) != 0) {
         std::fprintf(stderr, "%s: received data differ from what was sent\n", prog);
@@ -374,7 +400,7 @@ int run_ucp(size_t size, unsigned rounds)
     }
     drain_and_idle([&] { return a.progress(); }, [&] { return b.progress(); });
     g_counting = false;
-    std::printf("messages %u empty %u idle %u\n", 2 * rounds, g_empty, idle_polls);
+    std::printf("messages %u empty %u idle %u\n", 2 * rounds * window, g_empty, idle_polls);
     ucp_request_param_t prm = {};
     for (ucp_party *p : {&a, &b}) {
         void *req = ucp_ep_close_nbx(p->ep, &prm);
@@ -397,24 +423,34 @@ int run_ucp(size_t size, unsigned rounds)
 
 } // namespace
 
+/// A positive count from argv, or 0.
+unsigned count_arg(const char *arg)
+{
+    char *end;
+    long v = std::strtol(arg, &end, 10);
+    return ((*end == '\0') && (v > 0) && (v <= (1L << 30))) ? static_cast<unsigned>(v) : 0;
+}
+
 int main(int argc, char **argv)
 {
     prog = "zv_msg_cost";
-    if ((argc == 7) && (std::strcmp(argv[1], "uct") == 0)) {
-        long size = std::atol(argv[5]), rounds = std::atol(argv[6]);
-        if ((size > 0) && (rounds > 0)) {
-            return run_uct(argv[2], argv[3], argv[4], static_cast<size_t>(size),
-                           static_cast<unsigned>(rounds));
+    if (((argc == 7) || (argc == 8)) && (std::strcmp(argv[1], "uct") == 0)) {
+        unsigned size = count_arg(argv[5]), rounds = count_arg(argv[6]);
+        unsigned window = (argc == 8) ? count_arg(argv[7]) : 1;
+        if ((size > 0) && (rounds > 0) && (window > 0)) {
+            return run_uct(argv[2], argv[3], argv[4], size, rounds, window);
         }
-    } else if ((argc == 4) && (std::strcmp(argv[1], "ucp") == 0)) {
-        long size = std::atol(argv[2]), rounds = std::atol(argv[3]);
-        if ((size > 0) && (rounds > 0)) {
-            return run_ucp(static_cast<size_t>(size), static_cast<unsigned>(rounds));
+    } else if (((argc == 4) || (argc == 5)) && (std::strcmp(argv[1], "ucp") == 0)) {
+        unsigned size = count_arg(argv[2]), rounds = count_arg(argv[3]);
+        unsigned window = (argc == 5) ? count_arg(argv[4]) : 1;
+        if ((size > 0) && (rounds > 0) && (window > 0)) {
+            return run_ucp(size, rounds, window);
         }
     }
     std::fprintf(stderr,
-                 "usage: %s uct TRANSPORT DEVICE am_short|am_bcopy|put_zcopy SIZE ROUNDS\n"
-                 "       %s ucp SIZE ROUNDS   (UCX_TLS, UCX_NET_DEVICES choose the lanes)\n",
+                 "usage: %s uct TRANSPORT DEVICE am_short|am_bcopy|put_zcopy SIZE ROUNDS [WINDOW]\n"
+                 "       %s ucp SIZE ROUNDS [WINDOW]   (UCX_TLS, UCX_NET_DEVICES choose the lanes)\n"
+                 "       (SIZE, ROUNDS, WINDOW: 1..2^30)\n",
                  argv[0], argv[0]);
     return 1;
 }
