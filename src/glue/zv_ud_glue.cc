@@ -19,13 +19,15 @@
 
 namespace {
 
-/// What ud_zv and uc_zv share: queues and the software reliability.
+/// What ud_zv and uc_zv share: queues, the software reliability and send
+/// moderation.
 struct zv_rel_config {
     unsigned               window;
     double                 rto;
     double                 rto_max;
     double                 timeout;
     double                 ack_delay;
+    unsigned               tx_moderation;
 };
 
 ucs_config_field_t zv_rel_config_table[] = {
@@ -62,6 +64,14 @@ ucs_config_field_t zv_rel_config_table[] = {
      "WINDOW/4 packets).",
      offsetof(zv_rel_config, ack_delay), UCS_CONFIG_TYPE_TIME},
 
+    {"TX_MODERATION", "32",
+     "Request a send completion for one send in this many on each queue pair\n"
+     "(1..128, at most TX_QUEUE_LEN/2). The others need none: an acknowledgement\n"
+     "releases a packet's buffer, and a completion also covers the sends before\n"
+     "it. uc_zv: once TX_QUEUE_LEN/2 sends over all its queue pairs wait\n"
+     "uncovered, every send is signaled until completions cover them.",
+     offsetof(zv_rel_config, tx_moderation), UCS_CONFIG_TYPE_UINT},
+
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
 
@@ -69,7 +79,6 @@ struct zv_ud_iface_config {
     uct_iface_config_t     super;
     zv::glue::queue_config queue;
     zv_rel_config          rel;
-    unsigned               tx_moderation;
 };
 
 ucs_config_field_t zv_ud_iface_config_table[] = {
@@ -82,12 +91,6 @@ ucs_config_field_t zv_ud_iface_config_table[] = {
      UCS_CONFIG_TYPE_TABLE(zv::glue::queue_config_table)},
     {"", "", nullptr, offsetof(zv_ud_iface_config, rel),
      UCS_CONFIG_TYPE_TABLE(zv_rel_config_table)},
-
-    {"TX_MODERATION", "32",
-     "Request a send completion for one send in this many (1..128, at most\n"
-     "TX_QUEUE_LEN/2). The others need none: an acknowledgement releases a\n"
-     "packet's buffer, and a completion also covers the sends before it.",
-     offsetof(zv_ud_iface_config, tx_moderation), UCS_CONFIG_TYPE_UINT},
 
     {nullptr, nullptr, nullptr, 0, UCS_CONFIG_TYPE_TABLE(nullptr)}
 };
@@ -192,16 +195,21 @@ ucs_status_t rel_settings(const zv::glue::queue_config &q, const zv_rel_config &
     s->rel.peer_timeout    = ucs_time_from_sec(c.timeout);
     s->rel.ack_delay       = ucs_time_from_sec(c.ack_delay);
     s->rel.ack_every       = zv::rel::ack_every_for(c.window);
+    s->tx_moderation       = c.tx_moderation;
 
     const std::string p(prefix);
     const std::string names[] = {p + "WINDOW", p + "RTO", p + "RTO_MAX", p + "TIMEOUT",
-                                 p + "ACK_DELAY"};
+                                 p + "ACK_DELAY", p + "TX_MODERATION"};
     const zv::glue::range_check checks[] = {
         {names[0].c_str(), (c.window < 2) || (c.window > zv::rel::max_window), "2..16384"},
         {names[1].c_str(), !(c.rto > 0), "> 0"},
         {names[2].c_str(), !(c.rto_max >= c.rto), ">= RTO"},
         {names[3].c_str(), !(c.timeout > c.rto), "> RTO"},
         {names[4].c_str(), !(c.ack_delay > 0) || !(c.ack_delay < c.rto), "> 0 and < RTO"},
+        {names[5].c_str(),
+         (c.tx_moderation == 0) || (c.tx_moderation > zv::rd::max_tx_moderation) ||
+         (c.tx_moderation > s->common.tx_queue_len / 2),
+         "1..128, at most TX_QUEUE_LEN/2"},
     };
     status = zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
     return (status == UCS_OK) ? fault_settings(tl_prefix, &s->fault) : status;
@@ -218,17 +226,6 @@ ucs_status_t zv_ud_iface_open(uct_md_h md, uct_worker_h worker,
     if (status != UCS_OK) {
         return status;
     }
-    const unsigned m = config->tx_moderation;
-    const zv::glue::range_check checks[] = {
-        {"UCX_UD_ZV_TX_MODERATION",
-         (m == 0) || (m > zv::rd::max_tx_moderation) || (m > s.common.tx_queue_len / 2),
-         "1..128, at most TX_QUEUE_LEN/2"},
-    };
-    status = zv::glue::check_ranges(checks, sizeof(checks) / sizeof(checks[0]));
-    if (status != UCS_OK) {
-        return status;
-    }
-    s.tx_moderation = m;
     return zv::ud::iface_open(md, worker, params, uct_config, s, iface_p);
 }
 

@@ -428,6 +428,7 @@ ucs_status_t ep_new(const uct_ep_params_t *params, rd_ep **ep_p)
         return status;
     }
     ep->iface = iface;
+    ep->sq    = iface->tl->own_send_queues ? &ep->own_sq : &iface->sq;
     std::memcpy(&ep->peer, params->dev_addr, sizeof(ep->peer));
     const auto *ia = reinterpret_cast<const iface_addr *>(params->iface_addr);
     ep->peer_qpn   = iface::unpack_qpn(ia->qpn);
@@ -449,6 +450,13 @@ void ep_discard(rd_ep *ep)
 
 void ep_free(rd_ep *ep)
 {
+    // An unsignaled tail on its own QP, which no completion will cover
+    // now: every descriptor was released, so the QP has read those work
+    // requests (they were acknowledged, or a later completion said so).
+    rd_iface *iface          = ep->iface;
+    iface->tx_outstanding   -= ep->own_sq.unsignaled;
+    iface->tx_silent        -= ep->own_sq.unsignaled;
+    ep->own_sq.unsignaled    = 0;
     if (ep->iface->tl->ep_freed != nullptr) {
         ep->iface->tl->ep_freed(ep);
     }

@@ -20,6 +20,9 @@ struct rd_ep {
     iface::device_addr  peer        = {};
     ibv_qp             *qp          = nullptr; ///< what it sends on
     ibv_ah             *ah          = nullptr; ///< of the peer, on a datagram QP
+    /// Its QP's send queue: the interface's (ud_zv) or own_sq (uc_zv).
+    send_queue         *sq          = nullptr;
+    send_queue          own_sq;
     state               st          = state::connecting;
     bool                destroyed   = false; ///< freed once unreleased == 0
     bool                on_busy     = false;

@@ -7,6 +7,7 @@
 #include <ucs/time/time.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <new>
 #include <string>
@@ -40,14 +41,15 @@ unsigned poll_tx(rd_iface *iface)
                 continue;
             }
         }
-        // A signaled work request, and the unsignaled ones before it.
+        // A signaled work request, and the unsignaled ones before it on
+        // its send queue.
         const unsigned cover   = static_cast<unsigned>(wc[i].wr_id >> wr_id_cover_shift);
         const uint64_t ptr     = wc[i].wr_id & wr_id_ptr_mask;
         iface->tx_outstanding -= cover;
-        iface->tx_done        += cover;
         --iface->tx_signaled;
         if (ptr & wr_id_ctl) {
             // A control packet: its buffer (none when it went inline) is free.
+            iface->sq.done += cover;
             auto *cb = reinterpret_cast<iface::buffer *>(ptr & ~wr_id_ctl);
             if (cb != nullptr) {
                 iface::buffer_pool::put(cb);
@@ -55,6 +57,7 @@ unsigned poll_tx(rd_iface *iface)
             continue;
         }
         auto *d = reinterpret_cast<tx_desc *>(ptr);
+        d->ep->sq->done += cover;
         if ((--d->in_flight == 0) && d->acked) {
             release_desc(iface, d);
         }
@@ -131,6 +134,9 @@ ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl, const uct_iface
     iface->tl       = tl;
     iface->settings = settings;
     iface->tx_limit = settings.common.tx_queue_len;
+    // With a send queue per endpoint, idle endpoints' unsignaled tails hold
+    // at most half the send budget; with one, its moderation bounds them.
+    iface->tx_silent_max = tl->own_send_queues ? settings.common.tx_queue_len / 2 : UINT_MAX;
     const verbs::device &dev = iface->super.md->dev;
     iface->send_cq = ibv_create_cq(dev.ctx(), static_cast<int>(settings.common.tx_queue_len),
                                    nullptr, nullptr, 0);

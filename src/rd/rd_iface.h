@@ -216,9 +216,9 @@ struct rd_settings {
     iface::iface_settings  common;
     unsigned               rx_batch;
     unsigned               max_inline;
-    /// Signal one send in this many (1: every one). Only for a transport
-    /// whose sends all go out on one QP (ud_zv): its completions then come
-    /// in the order of the posts, one covering those before it.
+    /// Signal one send in this many on each send queue (1: every one). A
+    /// send queue completes in posting order, so a completion covers the
+    /// unsignaled work requests before it (send_queue).
     unsigned               tx_moderation = 1;
     rel::settings          rel;
     iface::fault_settings  fault;
@@ -226,6 +226,21 @@ struct rd_settings {
 
 struct rd_ep;
 struct rd_iface;
+
+/// One QP's send queue, for send moderation: its work requests are
+/// numbered in the order they are posted, from 1, and complete in that
+/// order. ud_zv has one for all its endpoints (the interface's); each uc_zv
+/// endpoint has its own QP and so its own. (uc_zv's control packets, which
+/// go out on QPs of its endpoints' but are always signaled, are numbered in
+/// the interface's, which then has nothing unsignaled.)
+struct send_queue {
+    unsigned unsignaled    = 0; ///< posted since the last signaled one
+    uint64_t posted        = 0; ///< number of the last one posted
+    uint64_t last_signaled = 0; ///< number of the last signaled one
+    /// Every work request up to this number is finished with (completed,
+    /// flushed, or gone with a reset).
+    uint64_t done          = 0;
+};
 
 /// Send descriptor: at the start of a registered tx buffer, followed by
 /// the header and the copied payload. Released (buffer back to the pool,
@@ -240,7 +255,7 @@ struct tx_desc {
     rd_ep            *ep;
     uct_completion_t *comp;
     iface::buffer    *buf;
-    uint64_t          silent_seq; ///< its unsignaled posting's number (0: none)
+    uint64_t          silent_seq; ///< its unsignaled posting's number in ep->sq (0: none)
     tx_desc          *park_next;  ///< on rd_iface::parked
     ucs_status_t      status;
     uint16_t          in_flight; ///< posted signaled work requests not completed
@@ -290,6 +305,9 @@ struct rd_transport {
     void (*conn_freed)(rd_iface *iface, rx_conn *c);
     /// Endpoint ep is about to be freed (may be null).
     void (*ep_freed)(rd_ep *ep);
+    /// Each endpoint sends on a QP of its own (uc_zv), not on the
+    /// interface's one (ud_zv): it has its own send_queue.
+    bool own_send_queues;
 };
 
 /// The core of an interface; a transport's interface starts with it. 'super'
@@ -311,15 +329,17 @@ struct rd_iface {
     unsigned                 max_payload    = 0; ///< bytes after rd_hdr in one packet
     unsigned                 tx_outstanding = 0; ///< work requests posted
     ibv_send_wr              tx_wr          = {}; ///< post_desc's, reused
-    // Send moderation (settings.tx_moderation). Work requests are
-    // numbered in the order they are posted, from 1.
-    unsigned                 tx_unsignaled  = 0; ///< posted since the last signaled one
-    unsigned                 tx_signaled    = 0; ///< signaled ones not completed
-    uint64_t                 tx_posted      = 0; ///< number of the last one posted
-    uint64_t                 tx_last_signaled = 0; ///< number of the last signaled one
-    /// Every work request up to this number is finished with (completed,
-    /// flushed, or gone with a reset): moderated transports only.
-    uint64_t                 tx_done        = 0;
+    // Send moderation (settings.tx_moderation).
+    send_queue               sq;                 ///< the QP's (ud_zv); control packets'
+    unsigned                 tx_signaled    = 0; ///< signaled work requests not completed
+    /// Unsignaled work requests no completion has covered yet, over all
+    /// send queues. Each holds a unit of tx_outstanding until a later
+    /// signaled one on its queue completes; past tx_silent_max every send
+    /// is signaled, so that endpoints gone quiet with an unsignaled tail
+    /// (uc_zv: one per QP) hold at most that much of the send budget.
+    unsigned                 tx_silent      = 0;
+    unsigned                 tx_silent_max  = 0;
+    uint64_t                 tx_posted      = 0; ///< work requests posted (statistic)
     /// Dropped descriptors whose unsignaled posting may still be queued.
     tx_desc                 *parked         = nullptr;
     /// Work requests that may be outstanding: TX_QUEUE_LEN, or 0 while the
@@ -426,12 +446,15 @@ void send_acks(rd_iface *iface, ucs_time_t now);
 /// Post d; 'first': its first posting, which may go unsignaled (a resend
 /// is always signaled).
 ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d, bool first);
+/// A signaled work request was posted on sq: it covers sq's unsignaled ones.
+void posted_signaled(rd_iface *iface, send_queue *sq);
 /// d leaves its endpoint's window without an acknowledgement (ep_fail,
 /// ep_release): released once no posting of it can still be read.
 void settle_dropped(rd_iface *iface, tx_desc *d);
 /// settle_dropped() again for every parked descriptor (the send queue moved).
 void settle_parked(rd_iface *iface);
-/// The transport reset its QP: every work request posted is gone.
+/// The transport reset its QP (ud_zv: the interface's one send queue):
+/// every work request posted is gone.
 void tx_reset(rd_iface *iface);
 /// Post a control packet on 'qp' (on a datagram QP: to ah/qpn).
 ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,

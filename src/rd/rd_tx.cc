@@ -14,10 +14,13 @@ ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d, bool first)
     if (iface->tx_outstanding >= iface->tx_limit) {
         return UCS_ERR_NO_RESOURCE;
     }
-    // One signaled work request in tx_moderation; a first posting needs no
-    // completion of its own, since its acknowledgement releases it.
-    const unsigned cover = iface->tx_unsignaled + 1;
-    const bool silent    = first && (cover < iface->settings.tx_moderation);
+    // One signaled work request in tx_moderation on each send queue; a
+    // first posting needs no completion of its own, since its
+    // acknowledgement releases it.
+    send_queue *sq       = ep->sq;
+    const unsigned cover = sq->unsignaled + 1;
+    const bool silent    = first && (cover < iface->settings.tx_moderation) &&
+                           (iface->tx_silent < iface->tx_silent_max);
     // The interface's one work request (its 'next' stays null): only what
     // differs between packets is written, nothing is zero-filled per post.
     ibv_send_wr &wr = iface->tx_wr;
@@ -47,18 +50,27 @@ ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d, bool first)
         ucs_debug("qp 0x%x: ibv_post_send() failed: %s", qp->qp_num, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
-    const uint64_t seq = ++iface->tx_posted;
     if (silent) {
-        iface->tx_unsignaled = cover;
-        d->silent_seq        = seq;
+        sq->unsignaled = cover;
+        d->silent_seq  = ++sq->posted;
+        ++iface->tx_silent;
+        ++iface->tx_outstanding;
+        ++iface->tx_posted;
     } else {
-        iface->tx_unsignaled    = 0;
-        iface->tx_last_signaled = seq;
-        ++iface->tx_signaled;
+        posted_signaled(iface, sq);
         ++d->in_flight;
     }
-    ++iface->tx_outstanding;
     return UCS_OK;
+}
+
+void posted_signaled(rd_iface *iface, send_queue *sq)
+{
+    iface->tx_silent  -= sq->unsignaled;
+    sq->unsignaled     = 0;
+    sq->last_signaled  = ++sq->posted;
+    ++iface->tx_signaled;
+    ++iface->tx_outstanding;
+    ++iface->tx_posted;
 }
 
 ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
@@ -88,7 +100,7 @@ ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
                    (b != nullptr) ? b->lkey : 0};
     ibv_send_wr wr       = {};
     wr.wr_id             = reinterpret_cast<uintptr_t>(b) | wr_id_ctl |
-                           (static_cast<uint64_t>(iface->tx_unsignaled + 1) << wr_id_cover_shift);
+                           (static_cast<uint64_t>(iface->sq.unsignaled + 1) << wr_id_cover_shift);
     wr.sg_list           = &sge;
     wr.num_sge           = 1;
     wr.opcode            = IBV_WR_SEND;
@@ -106,10 +118,7 @@ ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
         }
         return UCS_ERR_IO_ERROR;
     }
-    iface->tx_unsignaled    = 0;
-    iface->tx_last_signaled = ++iface->tx_posted;
-    ++iface->tx_signaled;
-    ++iface->tx_outstanding;
+    posted_signaled(iface, &iface->sq);
     return UCS_OK;
 }
 
@@ -139,14 +148,15 @@ void settle_dropped(rd_iface *iface, tx_desc *d)
     if (d->in_flight != 0) {
         return; // its signaled posting's completion releases it
     }
-    if (d->silent_seq <= iface->tx_done) {
+    const send_queue *sq = d->ep->sq;
+    if (d->silent_seq <= sq->done) {
         release_desc(iface, d);
         return;
     }
     // Its unsignaled posting may still be queued. A later signaled work
-    // request will say when it is not; without one, posting d once more,
-    // signaled, makes one (whose completion then releases d).
-    if ((iface->tx_last_signaled < d->silent_seq) &&
+    // request on its queue will say when it is not; without one, posting d
+    // once more, signaled, makes one (whose completion then releases d).
+    if ((sq->last_signaled < d->silent_seq) &&
         (post_desc(iface, d->ep, d, false) == UCS_OK)) {
         return;
     }
@@ -168,8 +178,9 @@ void settle_parked(rd_iface *iface)
 void tx_reset(rd_iface *iface)
 {
     iface->tx_outstanding = 0;
-    iface->tx_unsignaled  = 0;
-    iface->tx_done        = iface->tx_posted;
+    iface->tx_silent      = 0;
+    iface->sq.unsignaled  = 0;
+    iface->sq.done        = iface->sq.posted;
     if (iface->parked != nullptr) {
         settle_parked(iface);
     }

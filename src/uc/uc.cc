@@ -205,10 +205,10 @@ void ep_destroy(uct_ep_h uct_ep)
     uc_iface *iface = to_uc(ep->iface);
     (void)set_qp(iface, ep->qp->qp_num, iface->by_qp.find(ep->qp->qp_num).conn, nullptr);
     // Not flushed: the peer may still send on the QP (its receive
-    // connection here stays). Every send is signaled, so the endpoint's
-    // descriptors are released by their completions, and the QP goes back
-    // to the connection manager with the endpoint (ep_freed), which closes
-    // it with the peer.
+    // connection here stays). The endpoint's unacknowledged descriptors are
+    // released once its QP's send queue has passed them (settle_dropped),
+    // and the QP goes back to the connection manager with the endpoint
+    // (ep_freed), which closes it with the peer.
     ep_release(ep);
 }
 
@@ -359,7 +359,7 @@ void iface_close(uct_iface_h uct_iface)
 }
 
 constexpr rd_transport uc_transport = {
-    "uc_zv", "UCX_UC_ZV_", rx_packet, wc_error, qp_fatal, nullptr, ep_freed,
+    "uc_zv", "UCX_UC_ZV_", rx_packet, wc_error, qp_fatal, nullptr, ep_freed, true,
 };
 
 constexpr uct_iface_ops_t make_ops()

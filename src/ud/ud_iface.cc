@@ -107,7 +107,7 @@ void iface_close(uct_iface_h uct_iface)
 }
 
 constexpr rd_transport ud_transport = {
-    "ud_zv", "UCX_UD_ZV_", rx_packet, wc_error, qp_fatal, conn_freed, nullptr,
+    "ud_zv", "UCX_UD_ZV_", rx_packet, wc_error, qp_fatal, conn_freed, nullptr, false,
 };
 
 constexpr uct_iface_ops_t make_ops()

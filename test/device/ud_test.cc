@@ -567,13 +567,10 @@ TEST_P(ud_zv, an_idle_peer_that_progresses_keeps_its_connection)
     close_side(d);
 }
 
-/// ud_zv only: uc_zv's receive state goes with its QP, which the connection
-/// manager reclaims (the faults suite kills real peers for both).
-class ud_zv_only : public ud_zv {};
-
 /// A send completion is requested for one send in TX_MODERATION: the
 /// others are released by their acknowledgements (and 1 means every one).
-TEST_P(ud_zv_only, signals_one_send_in_tx_moderation)
+/// (uc_zv: on the endpoint's own QP.)
+TEST_P(ud_zv, signals_one_send_in_tx_moderation)
 {
     for (const char *m : {"32", "1"}) {
         SCOPED_TRACE(std::string("TX_MODERATION=") + m);
@@ -585,7 +582,7 @@ TEST_P(ud_zv_only, signals_one_send_in_tx_moderation)
         uct_ep_h ep = create_ep(c, d);
         ASSERT_TRUE(deliver(ep, 640, sink, {&c, &d}));
         ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
-        const rd::rd_iface &ci = ud::to_ud(c.iface)->super;
+        const rd::rd_iface &ci = *rd::to_rd(c.iface);
         EXPECT_GE(ci.tx_posted, 640u);
         if (std::string(m) == "1") {
             EXPECT_TRUE(run_until({&c}, [&] { return ci.tx_completions == ci.tx_posted; }, 5))
@@ -608,7 +605,7 @@ TEST_P(ud_zv_only, signals_one_send_in_tx_moderation)
 /// unacknowledged): its buffers are not handed out again while the QP may
 /// still read them, so another endpoint's packets reach the peer intact,
 /// and the destroyed one's are delivered at most once.
-TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_reuses_no_buffer_still_posted)
+TEST_P(ud_zv, an_endpoint_destroyed_with_sends_queued_reuses_no_buffer_still_posted)
 {
     constexpr uint8_t other_id = am_id + 1;
     ordered_sink sink; // the steady endpoint's stream
@@ -641,7 +638,7 @@ TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_reuses_no_buffer_stil
         if (round == 0) {
             // Its buffers stay out of the pool (and it stays, in the
             // graveyard) until the QP is known to have read them.
-            EXPECT_EQ(1u, ud::to_ud(m_a.iface)->super.graveyard.size())
+            EXPECT_EQ(1u, rd::to_rd(m_a.iface)->graveyard.size())
                     << "a destroyed endpoint's unacknowledged buffers went back at once";
         }
         // The steady endpoint's packets take the buffers released next.
@@ -667,7 +664,7 @@ TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_reuses_no_buffer_stil
 /// queue had no room for it): the interface itself makes a completion come
 /// (a signaled resend), so that the destroyed endpoint is freed and not
 /// kept for as long as the interface is quiet.
-TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_is_freed_on_a_quiet_interface)
+TEST_P(ud_zv, an_endpoint_destroyed_with_sends_queued_is_freed_on_a_quiet_interface)
 {
     am_values gone;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &gone, 0));
@@ -676,12 +673,74 @@ TEST_P(ud_zv_only, an_endpoint_destroyed_with_sends_queued_is_freed_on_a_quiet_i
     for (uint64_t v = 0; v < 4; ++v) {
         ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, v, nullptr, 0));
     }
-    rd::ep_release(rd::to_ep(ep)); // ud_zv's ep_destroy without its DISC
-    const rd::rd_iface &a = ud::to_ud(m_a.iface)->super;
+    if (is_uc()) {
+        uct_ep_destroy(ep); // (uc_zv sends nothing when an endpoint goes)
+    } else {
+        rd::ep_release(rd::to_ep(ep)); // ud_zv's ep_destroy without its DISC
+    }
+    const rd::rd_iface &a = *rd::to_rd(m_a.iface);
     EXPECT_TRUE(wait_for([&] { return a.graveyard.empty(); }, 5))
             << a.graveyard.size() << " destroyed endpoint(s) kept";
     EXPECT_LE(gone.got.size(), 4u) << "a packet arrived twice";
 }
+
+/// Endpoints that went quiet with unsignaled sends hold at most half the
+/// send budget (uc_zv: each on its own QP, where only its own next signaled
+/// send would cover them): sending round-robin over more endpoints than
+/// TX_QUEUE_LEN / TX_MODERATION never gets stuck, and once the endpoints
+/// are gone the budget is whole again.
+TEST_P(ud_zv, quiet_endpoints_unsignaled_sends_hold_at_most_half_the_send_budget)
+{
+    uct_side c, d;
+    open_side(c, {{"TX_QUEUE_LEN", "64"}, {"TX_MODERATION", "32"}});
+    open_side(d);
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
+    constexpr unsigned neps = 8, rounds = 40;
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < neps; ++i) {
+        eps.push_back(create_ep(c, d));
+        ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(eps.back(), 0, nullptr) == UCS_OK; }));
+    }
+    const rd::rd_iface &ci = *rd::to_rd(c.iface);
+    unsigned most_silent = 0;
+    auto start = std::chrono::steady_clock::now();
+    for (unsigned n = 0; n < neps * rounds;) {
+        ucs_status_t st = uct_ep_am_short(eps[n % neps], am_id, n, nullptr, 0);
+        if (st == UCS_OK) {
+            ++n;
+            most_silent = std::max(most_silent, ci.tx_silent);
+            continue;
+        }
+        ASSERT_EQ(UCS_ERR_NO_RESOURCE, st);
+        uct_worker_progress(c.worker);
+        uct_worker_progress(d.worker);
+        ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20))
+                << "sender stuck at message " << n << ": " << ci.tx_outstanding
+                << " work requests outstanding, " << ci.tx_silent << " of them unsignaled";
+    }
+    EXPECT_TRUE(run_until({&c, &d}, [&] { return sink.got.size() == neps * rounds; }, 20))
+            << sink.got.size() << " of " << neps * rounds;
+    EXPECT_LE(most_silent, 32u);
+    // Acknowledged, so destroying them drops nothing: what they leave is
+    // their unsignaled tails.
+    for (uct_ep_h ep : eps) {
+        ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    }
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+    EXPECT_TRUE(run_until({&c, &d}, [&] {
+        return ci.graveyard.empty() && (ci.tx_outstanding == 0);
+    }, 10)) << ci.graveyard.size() << " endpoints kept, " << ci.tx_outstanding
+            << " work requests outstanding (" << ci.tx_silent << " unsignaled)";
+    close_side(c);
+    close_side(d);
+}
+
+/// ud_zv only: uc_zv's receive state goes with its QP, which the connection
+/// manager reclaims (the faults suite kills real peers for both).
+class ud_zv_only : public ud_zv {};
 
 TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
 {
