@@ -18,21 +18,23 @@ namespace zv::rc {
 /// atomic fetch's result. Out of line: not hot.
 void finish_op(const tx_op *op);
 
-/// Run the op's completion work, release its bounce buffer and call its
-/// completion with 'status'.
+/// Run the op's completion work, release the op (with its bounce buffer,
+/// where it lives) and call its completion with 'status'.
 inline void retire_op(rc_iface *iface, tx_op *op, ucs_status_t status)
 {
     if (__builtin_expect(op->type != tx_op::plain, 0) && (status == UCS_OK)) {
         finish_op(op);
     }
+    uct_completion_t *comp = op->comp;
     if (op->bounce != nullptr) {
         iface::buffer_pool::put(op->bounce);
         iface->tx_starved = false;
+    } else {
+        op_put(iface, op);
     }
-    if (op->comp != nullptr) {
-        uct_invoke_completion(op->comp, status);
+    if (comp != nullptr) {
+        uct_invoke_completion(comp, status);
     }
-    op_put(iface, op);
 }
 
 inline rc_ep *to_ep(uct_ep_h ep) { return reinterpret_cast<rc_ep *>(ep); }
@@ -119,8 +121,10 @@ inline ucs_status_t post(rc_ep *ep, ibv_send_wr *wr, tx_op *op, bool need_signal
 }
 
 /// Send resources for a bounced operation: a WR slot, a bounce buffer and
-/// the op that releases it when its WR completes (all or nothing).
-inline ucs_status_t start_bounced(rc_ep *ep, iface::buffer **b_p, tx_op **op_p)
+/// the op in it that releases it when its WR completes; *data_p is the
+/// buffer's payload.
+inline ucs_status_t start_bounced(rc_ep *ep, iface::buffer **b_p, char **data_p,
+                                  tx_op **op_p)
 {
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
@@ -128,17 +132,17 @@ inline ucs_status_t start_bounced(rc_ep *ep, iface::buffer **b_p, tx_op **op_p)
     }
     rc_iface *iface  = ep->iface;
     iface::buffer *b = iface->tx_pool.get();
-    tx_op *op        = (b != nullptr) ? op_get(iface) : nullptr;
-    if (__builtin_expect(op == nullptr, 0)) {
-        if (b != nullptr) {
-            iface::buffer_pool::put(b);
-        } else {
-            tx_starve(iface);
-        }
+    if (__builtin_expect(b == nullptr, 0)) {
+        tx_starve(iface);
         return UCS_ERR_NO_RESOURCE;
     }
+    char *data = iface->tx_pool.data(b);
+    tx_op *op  = bounce_op(data);
+    op->comp   = nullptr;
     op->bounce = b;
+    op->type   = tx_op::plain;
     *b_p       = b;
+    *data_p    = data;
     *op_p      = op;
     return UCS_OK;
 }

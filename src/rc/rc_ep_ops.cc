@@ -53,12 +53,12 @@ ssize_t am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
 {
     rc_ep *ep           = to_ep(uct_ep);
     iface::buffer *b;
+    char *data;
     tx_op *op;
-    ucs_status_t status = start_bounced(ep, &b, &op);
+    ucs_status_t status = start_bounced(ep, &b, &data, &op);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    char *data      = b->data();
     size_t length   = pack_cb(data, arg);
     ibv_send_wr &wr = ep->wr;
     wr.opcode       = IBV_WR_SEND_WITH_IMM;
@@ -89,12 +89,13 @@ ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     tx_op *op = nullptr;
     if (header_length > 0) {
         iface::buffer *b;
-        status = start_bounced(ep, &b, &op); // out of buffers: tx_starve()
+        char *data;
+        status = start_bounced(ep, &b, &data, &op); // out of buffers: tx_starve()
         if (__builtin_expect(status != UCS_OK, 0)) {
             return status;
         }
-        std::memcpy(b->data(), header, header_length);
-        sge[nsge++] = {reinterpret_cast<uintptr_t>(b->data()), header_length, b->lkey};
+        std::memcpy(data, header, header_length);
+        sge[nsge++] = {reinterpret_cast<uintptr_t>(data), header_length, b->lkey};
     } else {
         op = op_get(iface);
         if (__builtin_expect(op == nullptr, 0)) {
@@ -146,12 +147,12 @@ ssize_t put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
 {
     rc_ep *ep           = to_ep(uct_ep);
     iface::buffer *b;
+    char *data;
     tx_op *op;
-    ucs_status_t status = start_bounced(ep, &b, &op);
+    ucs_status_t status = start_bounced(ep, &b, &data, &op);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    char *data             = b->data();
     size_t length          = pack_cb(data, arg);
     ibv_send_wr &wr         = ep->wr;
     wr.opcode              = IBV_WR_RDMA_WRITE;
@@ -228,8 +229,9 @@ ucs_status_t get_bcopy(uct_ep_h uct_ep, uct_unpack_callback_t unpack_cb, void *a
         return UCS_ERR_INVALID_PARAM;
     }
     iface::buffer *b;
+    char *data;
     tx_op *op;
-    ucs_status_t status = start_bounced(ep, &b, &op);
+    ucs_status_t status = start_bounced(ep, &b, &data, &op);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
@@ -243,7 +245,7 @@ ucs_status_t get_bcopy(uct_ep_h uct_ep, uct_unpack_callback_t unpack_cb, void *a
     wr.send_flags          = 0;
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
-    ssize_t ret            = post_bounced(ep, &wr, b, b->data(), op, length, true);
+    ssize_t ret            = post_bounced(ep, &wr, b, data, op, length, true);
     return (ret < 0) ? static_cast<ucs_status_t>(ret) : UCS_INPROGRESS;
 }
 
@@ -256,8 +258,9 @@ ucs_status_t post_atomic(rc_ep *ep, ibv_wr_opcode opcode, uint64_t compare_add,
                          uint64_t *result, uct_completion_t *comp)
 {
     iface::buffer *b;
+    char *data;
     tx_op *op;
-    ucs_status_t status = start_bounced(ep, &b, &op);
+    ucs_status_t status = start_bounced(ep, &b, &data, &op);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
@@ -273,7 +276,7 @@ ucs_status_t post_atomic(rc_ep *ep, ibv_wr_opcode opcode, uint64_t compare_add,
     wr.wr.atomic.rkey        = static_cast<uint32_t>(rkey);
     wr.wr.atomic.compare_add = compare_add;
     wr.wr.atomic.swap        = swap;
-    ssize_t ret = post_bounced(ep, &wr, b, b->data(), op, sizeof(uint64_t),
+    ssize_t ret = post_bounced(ep, &wr, b, data, op, sizeof(uint64_t),
                                result != nullptr);
     if (ret < 0) {
         return static_cast<ucs_status_t>(ret);

@@ -436,7 +436,8 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
                                               headroom, 256, 0,
                                               IBV_ACCESS_LOCAL_WRITE, node);
     if (status == UCS_OK) {
-        status = iface->tx_pool.init(&dev, "rc_zv send", s.seg_size, 0, 128,
+        // (A bounced operation's tx_op in the headroom: bounce_op().)
+        status = iface->tx_pool.init(&dev, "rc_zv send", s.seg_size, sizeof(tx_op), 128,
                                      s.common.tx_max_bufs, IBV_ACCESS_LOCAL_WRITE, node);
     }
     if (status == UCS_OK) {

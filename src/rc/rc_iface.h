@@ -37,7 +37,10 @@ struct rc_settings {
     verbs::rc_timing      timing;
 };
 
-/// Outstanding work on an endpoint, retired in posting order.
+/// Outstanding work on an endpoint, retired in posting order. A bounced
+/// operation's op lives in its send buffer's headroom (bounce_op()) and
+/// goes back to the pool with it; the others come from the interface's
+/// free list (op_get()).
 struct tx_op {
     enum : uint8_t { plain, get_bcopy, atomic_fetch, flush_waiter };
 
@@ -138,6 +141,14 @@ inline void op_put(rc_iface *iface, tx_op *op)
 {
     op->next        = iface->free_ops;
     iface->free_ops = op;
+}
+
+/// The op in send buffer b's headroom (the send pool has sizeof(tx_op) of
+/// it, right before the payload at 'data').
+inline tx_op *bounce_op(char *data)
+{
+    static_assert(sizeof(tx_op) % alignof(tx_op) == 0, "ops fit the headroom end to end");
+    return reinterpret_cast<tx_op *>(data - sizeof(tx_op));
 }
 
 void dispatch_pending(rc_iface *iface);
