@@ -221,12 +221,13 @@ void close_begin(rd_iface *iface)
     ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
               "order dropped, %lu invalid, %lu spoofed, %lu connections refused, "
               "%lu puts received, %lu zero-copy puts sent, %lu QP resets; "
-              "%lu work requests posted, %lu send completions; "
+              "%lu work requests posted, %lu send completions, %lu acks sent alone; "
               "%zu receive connections open, %lu reclaimed; "
               "injected %lu drops, %lu duplicates, %lu reorders",
               iface->tl->name, iface, iface->resent, iface->dup_rx, iface->gap_rx,
               iface->bad_rx, iface->spoofed_rx, iface->refused_conns, iface->rx_puts,
               iface->tx_put_zcopy, iface->qp_resets, iface->tx_posted, iface->tx_completions,
+              iface->acks_alone,
               iface->conns.count(), iface->reclaimed,
               iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
     if (iface->held_buf != nullptr) {

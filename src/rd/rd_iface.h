@@ -375,7 +375,8 @@ struct rd_iface {
     // its own to them before close().
     uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0, rx_puts = 0,
                              tx_put_zcopy = 0, spoofed_rx = 0, refused_conns = 0,
-                             qp_resets = 0, reclaimed = 0, tx_completions = 0;
+                             qp_resets = 0, reclaimed = 0, tx_completions = 0,
+                             acks_alone = 0; ///< ACK/NAK packets of their own (not piggybacked)
 };
 
 inline rd_iface *to_rd(uct_iface_h iface) { return reinterpret_cast<rd_iface *>(iface); }

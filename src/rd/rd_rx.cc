@@ -98,6 +98,7 @@ void send_acks(rd_iface *iface, ucs_time_t now)
                 return; // send queue full: next time
             }
             c->rx.acked();
+            ++iface->acks_alone;
             *p        = c->owe_next;
             c->on_owe = false;
             continue;
