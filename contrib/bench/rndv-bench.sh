@@ -123,15 +123,17 @@ for pat in $patterns; do
             "${m[rc_zv.$load.$pat]}" "$(ratio "${m[rc_zv.$load.$pat]}" "${m[rc_verbs.$load.$pat]}")"
     done
 done
-case " $loads " in *" quiet "*" busy "*|*" busy "*" quiet "*)
+# (Both loads measured. One pattern with both names would need two spaces
+# between them: " quiet busy " has one.)
+if [[ " $loads " == *" quiet "* && " $loads " == *" busy "* ]]; then
     echo
     echo "busy/quiet per transport (the target: the same for both)"
     printf '%-8s %10s %10s\n' pattern rc_verbs rc_zv
     for pat in $patterns; do
         printf '%-8s %10s %10s\n' "$pat" "$(ratio "${m[rc_verbs.busy.$pat]}" "${m[rc_verbs.quiet.$pat]}")" \
             "$(ratio "${m[rc_zv.busy.$pat]}" "${m[rc_zv.quiet.$pat]}")"
-    done ;;
-esac
+    done
+fi
 echo
 echo "the floor: perftest on $dev, $size B, MB/s, and rc_zv's deep window (o32) against it"
 printf '%-6s %11s %11s %13s %13s\n' load ib_read_bw ib_write_bw zv_o32/read zv_o32/write
