@@ -143,11 +143,12 @@ inline void op_put(rc_iface *iface, tx_op *op)
     iface->free_ops = op;
 }
 
-/// The op in send buffer b's headroom (the send pool has sizeof(tx_op) of
-/// it, right before the payload at 'data').
+/// The op in a send buffer's headroom (the send pool has sizeof(tx_op) of
+/// it, right before the payload at 'data', which the pool aligns to 8).
 inline tx_op *bounce_op(char *data)
 {
-    static_assert(sizeof(tx_op) % alignof(tx_op) == 0, "ops fit the headroom end to end");
+    static_assert((alignof(tx_op) <= 8) && (sizeof(tx_op) % 8 == 0),
+                  "an op right before an 8-aligned payload is aligned");
     return reinterpret_cast<tx_op *>(data - sizeof(tx_op));
 }
 

@@ -457,8 +457,8 @@ void ep_free(rd_ep *ep)
     iface->tx_outstanding   -= ep->own_sq.unsignaled;
     iface->tx_silent        -= ep->own_sq.unsignaled;
     ep->own_sq.unsignaled    = 0;
-    if (ep->iface->tl->ep_freed != nullptr) {
-        ep->iface->tl->ep_freed(ep);
+    if (iface->tl->ep_freed != nullptr) {
+        iface->tl->ep_freed(ep);
     }
     delete ep;
 }
