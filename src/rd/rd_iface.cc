@@ -81,7 +81,13 @@ template <bool Faults> unsigned progress_begin(rd_iface *iface)
     if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_limit)) {
         count += poll_tx(iface);
     }
-    if ((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) {
+    // The timers are coarse (their tick is half of ACK_DELAY or RTO): they
+    // are looked at when this call has read the clock anyway, and every
+    // 16th call. An idle call reads no clock: where UCX does not trust the
+    // TSC (a VM without an invariant one) a clock read is gettimeofday(),
+    // a system call, and a spin on it stretches every round trip.
+    if (((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) &&
+        (iface->now_valid || ((call & 15) == 0))) {
         ucs_time_t now = clock_now(iface);
         if (now >= iface->next_timer) {
             iface->next_timer = now + iface->timer_tick;

@@ -135,7 +135,9 @@ template <bool Faults> unsigned poll_rx(rd_iface *iface)
         iface->held_buf  = nullptr;
         dispatch(iface, h->data(), iface->held_wc, h);
     }
-    if (iface->owe_conns != nullptr) {
+    // What arrived may make an ack due at once (a gap, a duplicate, a
+    // request, ack_every); a delayed one is the timers' (progress_begin).
+    if ((n > 0) && (iface->owe_conns != nullptr)) {
         send_acks(iface, clock_now(iface));
     }
     iface->rx_ring.refill();

@@ -3,6 +3,7 @@
 // active messages exactly once and in order (also under injected loss,
 // duplication and reordering), uc_zv's puts, pending, flush, many
 // endpoints, and a dead peer becoming an endpoint error in bounded time.
+#include "clock_reads.h"
 #include "test_util.h"
 #include "uct_fixture.h"
 
@@ -442,6 +443,53 @@ TEST_P(ud_zv, completions_and_flush_do_not_wait_for_the_delayed_ack)
     uct_ep_destroy(ep);
     dereg(src);
     dereg(dst);
+    close_side(d);
+    close_side(c);
+}
+
+/// A progress call that finds nothing reads no clock, while a packet is
+/// unacknowledged (the sender) or an acknowledgement owed (the receiver).
+/// Where UCX does not trust the TSC (the Soft-RoCE VM, or any guest without
+/// an invariant one) ucs_get_time() is gettimeofday(), a system call: a
+/// spin on one per call stretched every ud_zv round trip (am_lat 1.1x
+/// ud_verbs'). The timers, whose tick is half of ACK_DELAY or RTO, are
+/// looked at every 16th call.
+TEST_P(ud_zv, an_idle_progress_call_reads_no_clock)
+{
+    if (!ucx_clock_is_a_call()) {
+        GTEST_SKIP() << "UCX reads the TSC on this host: its clock read is no call";
+    }
+    uct_side c, d;
+    const std::vector<std::pair<const char *, const char *>> cfg = {
+            {"ACK_DELAY", "20s"}, {"RTO", "30s"}, {"RTO_MAX", "40s"}, {"TIMEOUT", "60s"}};
+    open_side(c, cfg);
+    open_side(d, cfg);
+    unsigned got = 0;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id,
+                                               [](void *arg, void *, size_t, unsigned) {
+                                                   ++*static_cast<unsigned *>(arg);
+                                                   return UCS_OK;
+                                               },
+                                               &got, 0));
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    constexpr unsigned calls = 1600;
+    auto reads_in_idle_calls = [&](uct_side &s) {
+        unsigned long before = clock_reads();
+        unsigned found       = 0;
+        for (unsigned i = 0; i < calls; ++i) {
+            found += uct_worker_progress(s.worker);
+        }
+        EXPECT_EQ(0u, found) << "the calls were to find nothing";
+        return clock_reads() - before;
+    };
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, 0, nullptr, 0));
+    // c's packet is unacknowledged: d has not progressed since.
+    EXPECT_LE(reads_in_idle_calls(c), calls / 8) << "sender, a packet unacknowledged";
+    ASSERT_TRUE(run_until({&d}, [&] { return got == 1; }));
+    // d owes the acknowledgement for ACK_DELAY.
+    EXPECT_LE(reads_in_idle_calls(d), calls / 8) << "receiver, an acknowledgement owed";
+    uct_ep_destroy(ep);
     close_side(d);
     close_side(c);
 }
