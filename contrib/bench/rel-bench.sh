@@ -3,7 +3,8 @@
 # The software-reliable transports beside their peers, in one run on one
 # device, peers interleaved.
 # ud_zv beside UCX's ud_verbs:
-#   - UCT am_lat at 8 B (median latency of ucx_perftest),
+#   - UCT am_lat at 8 B (median latency of ucx_perftest), quiet and with
+#     one busy process beside the ranks (and each one's busy/quiet),
 #   - UCP tag_bw at 1 MiB (UCX_TLS=<tl>,self),
 #   - the same for ud_zv with 1 % of received packets dropped, duplicated
 #     and reordered by its fault injection (ud_verbs has no such setting:
@@ -40,7 +41,7 @@ fi
 mod=$b/.libs/libuct_zv.so.0
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
 export UCX_NET_DEVICES=$dev:1 UCX_UD_VERBS_ETH_DGID_CHECK=n
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d)
 # uc_zv's largest put here, from ucx_info ("put_zcopy: <= 1K, ...").
 put_size=$(LD_PRELOAD=$mod ucx_info -d 2>/dev/null |
     awk '/Transport: uc_zv/ {f = 1} f && /put_zcopy:/ {
@@ -57,11 +58,24 @@ pt() {
     pt_column "$col" "$tmp/cli"
 }
 
+busy_pid=
+stop_busy() { if [ -n "$busy_pid" ]; then kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=; fi; }
+trap 'stop_busy; rm -rf "$tmp"' EXIT
+
 declare -A r
 for ((i = 1; i <= rounds; ++i)); do
     echo "round $i/$rounds" >&2
-    r[lat_v]+=" $(pt 3 -t am_lat -x ud_verbs -d "$dev:1" -s 8 -n "$lat_iters")"
-    r[lat_z]+=" $(pt 3 -t am_lat -x ud_zv -d "$dev:1" -s 8 -n "$lat_iters")"
+    # am_lat quiet, then with one busy process beside the ranks; the order
+    # of the two transports alternates between rounds.
+    order="v z"; [ $((i % 2)) = 1 ] || order="z v"
+    for load in "" b; do
+        [ -z "$load" ] || { (while :; do :; done) & busy_pid=$!; }
+        for t in $order; do
+            tl=ud_verbs; [ $t = v ] || tl=ud_zv
+            r[lat_$t$load]+=" $(pt 3 -t am_lat -x $tl -d "$dev:1" -s 8 -n "$lat_iters")"
+        done
+        stop_busy
+    done
     r[lat_zl]+=" $(ZV_TESTING_UD_ZV_FAULT_DROP=0.01 ZV_TESTING_UD_ZV_FAULT_DUP=0.01 ZV_TESTING_UD_ZV_FAULT_REORDER=0.01 \
                   pt 3 -t am_lat -x ud_zv -d "$dev:1" -s 8 -n "$lat_iters")"
     r[bw_v]+=" $(UCX_TLS=ud_verbs,self pt 7 -t tag_bw -s 1048576 -n "$bw_iters")"
@@ -87,10 +101,12 @@ echo
 echo "ud_zv vs ud_verbs on $dev ($rounds rounds, medians; one run, peers interleaved)"
 printf '%-34s %12s %12s %8s\n' "measure" "ud_verbs" "ud_zv" "zv/verbs"
 printf '%-34s %12s %12s %8s\n' "am_lat 8 B, median us (lower=better)" "${m[lat_v]}" "${m[lat_z]}" "$(ratio "${m[lat_z]}" "${m[lat_v]}")"
+printf '%-34s %12s %12s %8s\n' "am_lat 8 B, one busy process" "${m[lat_vb]}" "${m[lat_zb]}" "$(ratio "${m[lat_zb]}" "${m[lat_vb]}")"
+printf '%-34s %12s %12s %8s\n' "am_lat busy/quiet" "$(ratio "${m[lat_vb]}" "${m[lat_v]}")" "$(ratio "${m[lat_zb]}" "${m[lat_z]}")" "-"
 printf '%-34s %12s %12s %8s\n' "tag_bw 1 MiB, MB/s (higher=better)" "${m[bw_v]}" "${m[bw_z]}" "$(ratio "${m[bw_z]}" "${m[bw_v]}")"
 printf '%-34s %12s %12s %8s\n' "am_lat 8 B, 1% faults injected" "n/a" "${m[lat_zl]}" "-"
 printf '%-34s %12s %12s %8s\n' "tag_bw 1 MiB, 1% faults injected" "n/a" "${m[bw_zl]}" "-"
-echo "raw: $(for k in lat_v lat_z lat_zl bw_v bw_z bw_zl; do printf '%s=[%s ] ' $k "${r[$k]}"; done)"
+echo "raw: $(for k in lat_v lat_z lat_vb lat_zb lat_zl bw_v bw_z bw_zl; do printf '%s=[%s ] ' $k "${r[$k]}"; done)"
 
 echo
 echo "uc_zv vs rc_zv and rc_verbs on $dev ($rounds rounds, medians)"
