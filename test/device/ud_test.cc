@@ -35,6 +35,32 @@ protected:
     bool is_uc() const { return tl() == "uc_zv"; }
     mutable std::string m_tl;
 
+    /// An AM handler that counts into the unsigned at 'arg'.
+    static ucs_status_t count_am(void *arg, void *, size_t, unsigned)
+    {
+        ++*static_cast<unsigned *>(arg);
+        return UCS_OK;
+    }
+
+    /// Interfaces c and d opened with 'cfg', d counting its messages into
+    /// 'got', and a connected endpoint of c to d (null on failure, which
+    /// is reported).
+    uct_ep_h connected_pair(uct_side &c, uct_side &d,
+                            const std::vector<std::pair<const char *, const char *>> &cfg,
+                            unsigned *got)
+    {
+        open_side(c, cfg);
+        open_side(d, cfg);
+        EXPECT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, count_am, got, 0));
+        uct_ep_h ep = create_ep(c, d);
+        if (!run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; })) {
+            ADD_FAILURE() << "the endpoint did not connect";
+            uct_ep_destroy(ep);
+            return nullptr;
+        }
+        return ep;
+    }
+
     /// Progress 'sides' until pred() or 'timeout' seconds.
     template <typename P>
     static bool run_until(std::vector<uct_side *> sides, P pred, double timeout = 60)
@@ -392,19 +418,10 @@ TEST_P(ud_zv, dead_peer_is_an_endpoint_error_in_bounded_time)
 TEST_P(ud_zv, completions_and_flush_do_not_wait_for_the_delayed_ack)
 {
     uct_side c, d;
-    const std::vector<std::pair<const char *, const char *>> cfg = {
-            {"ACK_DELAY", "2s"}, {"RTO", "4s"}, {"RTO_MAX", "8s"}, {"TIMEOUT", "60s"}};
-    open_side(c, cfg);
-    open_side(d, cfg);
     unsigned got = 0;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id,
-                                               [](void *arg, void *, size_t, unsigned) {
-                                                   ++*static_cast<unsigned *>(arg);
-                                                   return UCS_OK;
-                                               },
-                                               &got, 0));
-    uct_ep_h ep = create_ep(c, d);
-    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    uct_ep_h ep  = connected_pair(c, d, {{"ACK_DELAY", "2s"}, {"RTO", "4s"}, {"RTO_MAX", "8s"},
+                                         {"TIMEOUT", "60s"}}, &got);
+    ASSERT_NE(nullptr, ep);
     region src = reg(512, UCT_MD_MEM_ACCESS_LOCAL_READ);
     region dst = reg(512, UCT_MD_MEM_ACCESS_REMOTE_PUT);
     auto seconds_until = [&](auto pred) {
@@ -460,19 +477,10 @@ TEST_P(ud_zv, an_idle_progress_call_reads_no_clock)
         GTEST_SKIP() << "UCX reads the TSC on this host: its clock read is no call";
     }
     uct_side c, d;
-    const std::vector<std::pair<const char *, const char *>> cfg = {
-            {"ACK_DELAY", "20s"}, {"RTO", "30s"}, {"RTO_MAX", "40s"}, {"TIMEOUT", "60s"}};
-    open_side(c, cfg);
-    open_side(d, cfg);
     unsigned got = 0;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id,
-                                               [](void *arg, void *, size_t, unsigned) {
-                                                   ++*static_cast<unsigned *>(arg);
-                                                   return UCS_OK;
-                                               },
-                                               &got, 0));
-    uct_ep_h ep = create_ep(c, d);
-    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    uct_ep_h ep  = connected_pair(c, d, {{"ACK_DELAY", "20s"}, {"RTO", "30s"},
+                                         {"RTO_MAX", "40s"}, {"TIMEOUT", "60s"}}, &got);
+    ASSERT_NE(nullptr, ep);
     constexpr unsigned calls = 1600;
     auto reads_in_idle_calls = [&](uct_side &s) {
         unsigned long before = clock_reads();
@@ -505,12 +513,8 @@ TEST_P(ud_zv, fault_injection_reaches_the_receive_path_of_its_interface)
     open_side(clean);
     open_side(lossy, {{"FAULT_DROP", "1"}});
     unsigned got_clean = 0, got_lossy = 0;
-    auto counter = [](void *arg, void *, size_t, unsigned) {
-        ++*static_cast<unsigned *>(arg);
-        return UCS_OK;
-    };
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(clean.iface, am_id, counter, &got_clean, 0));
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(lossy.iface, am_id, counter, &got_lossy, 0));
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(clean.iface, am_id, count_am, &got_clean, 0));
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(lossy.iface, am_id, count_am, &got_lossy, 0));
     uct_ep_h to_clean = create_ep(c, clean);
     uct_ep_h to_lossy = create_ep(c, lossy);
     ASSERT_NE(nullptr, to_clean);
