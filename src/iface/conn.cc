@@ -4,8 +4,9 @@
 
 #include <ucs/debug/log_def.h>
 
-#include <cstring>
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace zv::iface {
 
@@ -190,12 +191,39 @@ ucs_status_t conn_manager::ah_for(const device_addr &peer, ibv_ah **ah_p)
     return UCS_OK;
 }
 
+bool conn_manager::send_done(const ibv_wc &wc)
+{
+    if (wc.wr_id != send_wr_id) {
+        return false;
+    }
+    --m_tx_outstanding;
+    if (wc.status != IBV_WC_SUCCESS) {
+        note_error(wc);
+    }
+    return true;
+}
+
 void conn_manager::poll_send()
 {
-    // Only called when the send queue is nearly full: drain completions.
-    ibv_wc wc[16];
-    int n = ibv_poll_cq(m_cq, 16, wc);
-    (void)handle_wcs(wc, n);
+    // Only called when the send queue is nearly full, from send(), which
+    // runs inside the handling of messages and timers (stop_connecting()
+    // walking its queue, a callback of the transport's). The CQ carries
+    // received messages too: handled here, they would change that state
+    // under its caller (a connection finished inside another's
+    // stop_connecting() freed the queue entry it was walking). So they are
+    // kept, in order, for the next progress().
+    const int room = static_cast<int>(sizeof(m_stash) / sizeof(m_stash[0])) - m_stash_count;
+    if (room <= 0) {
+        return; // send() answers NO_RESOURCE: the timer sends again
+    }
+    ibv_wc wc[sizeof(m_stash) / sizeof(m_stash[0])];
+    int n = ibv_poll_cq(m_cq, room, wc);
+    for (int i = 0; i < n; ++i) {
+        if (!send_done(wc[i])) {
+            m_stash[m_stash_count++] = wc[i];
+            m_busy                   = true;
+        }
+    }
 }
 
 ucs_status_t conn_manager::send(const device_addr &peer, uint32_t peer_ud_qpn,
@@ -522,9 +550,11 @@ unsigned conn_manager::progress()
     ibv_wc wc[16];
     unsigned count = 0;
     if (m_stash_count > 0) {
-        int n         = m_stash_count;
+        // (Copied out: handling them may stash more, from poll_send().)
+        const int kept = m_stash_count;
+        std::copy(m_stash, m_stash + kept, wc);
         m_stash_count = 0;
-        count += handle_wcs(m_stash, n);
+        count += handle_wcs(wc, kept);
     }
     int n = ibv_poll_cq(m_cq, 16, wc);
     count += handle_wcs(wc, n);
@@ -535,7 +565,7 @@ unsigned conn_manager::progress()
     // A full batch means more are likely queued (a burst of requests): poll
     // on every progress until the queue is drained, as while connections
     // open or close.
-    m_busy = (n == 16) || !m_connecting.empty() || !m_closing.empty();
+    m_busy = (n == 16) || (m_stash_count > 0) || !m_connecting.empty() || !m_closing.empty();
     return count;
 }
 
@@ -543,11 +573,7 @@ unsigned conn_manager::handle_wcs(const ibv_wc *wc, int n)
 {
     unsigned count = 0;
     for (int i = 0; i < n; ++i) {
-        if (wc[i].wr_id == send_wr_id) {
-            --m_tx_outstanding;
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                note_error(wc[i]);
-            }
+        if (send_done(wc[i])) {
             continue;
         }
         --m_rx_posted;

@@ -256,7 +256,11 @@ private:
     void end_asking(channel &ch);
     void start_probes(clock::time_point now);
     void destroy(uint32_t qpn);
+    /// Send completions only: received messages polled meanwhile are kept
+    /// for the next progress() (see conn.cc).
     void poll_send();
+    /// A send completion is accounted for; false for a received message.
+    bool send_done(const ibv_wc &wc);
     unsigned handle_wcs(const ibv_wc *wc, int n);
     /// A completion failed: if the QP is in the error state, stop posting
     /// until everything flushed, then reset it (recover()).

@@ -95,7 +95,8 @@ void release_rx(uct_recv_desc_t *self, void *desc)
 // Completions that event_arm() found while arming: handled first.
 unsigned handle_stash(rc_iface *iface)
 {
-    unsigned count = iface->stash_rx_count + iface->stash_tx_count;
+    unsigned count       = iface->stash_rx_count + iface->stash_tx_count;
+    iface->stash_pending = false;
     if (iface->stash_rx_count > 0) {
         int n                 = static_cast<int>(iface->stash_rx_count);
         iface->stash_rx_count = 0;
@@ -114,25 +115,48 @@ unsigned handle_stash(rc_iface *iface)
     return count;
 }
 
-unsigned progress(uct_iface_h uct_iface)
+/// The polls of a progress call: receives, then (rc_verbs' rule) send
+/// completions, then connection traffic every 64th call, or always while a
+/// connection is being set up.
+[[gnu::always_inline]] inline unsigned progress_polls(rc_iface *iface)
 {
-    rc_iface *iface = to_rc(uct_iface);
-    unsigned count  = 0;
-    // Any callback below (active message, completion, pending, connection,
-    // error) may destroy endpoints, its own or others.
-    progress_guard guard(iface);
-    if (__builtin_expect(iface->stash_rx_count + iface->stash_tx_count > 0, 0)) {
-        count += handle_stash(iface);
-    }
     const unsigned call = ++iface->progress_count;
-    count += poll_rx(iface);
+    unsigned count      = poll_rx(iface);
     if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_cq_limit)) {
         count += poll_tx(iface);
     }
-    // Connection traffic is rare: look at it every 64th call, or always
-    // while a connection is being set up.
     if (((call & 63) == 0) || iface->conn.busy()) {
         count += iface->conn.progress();
+    }
+    return count;
+}
+
+/// A progress call inside another (a callback progressed the worker), or
+/// with completions that event_arm() stashed: out of line, under a guard.
+[[gnu::noinline]] unsigned progress_general(rc_iface *iface)
+{
+    progress_guard guard(iface);
+    unsigned count = 0;
+    if (iface->stash_rx_count + iface->stash_tx_count > 0) {
+        count += handle_stash(iface);
+    }
+    return count + progress_polls(iface);
+}
+
+unsigned progress(uct_iface_h uct_iface)
+{
+    rc_iface *iface = to_rc(uct_iface);
+    if (__builtin_expect(iface->in_progress || iface->stash_pending, 0)) {
+        return progress_general(iface);
+    }
+    // The outermost call, nothing stashed: progress_guard's work, inline.
+    // Any callback below (active message, completion, pending, connection,
+    // error) may destroy endpoints, its own or others: they are freed here.
+    iface->in_progress   = true;
+    const unsigned count = progress_polls(iface);
+    iface->in_progress   = false;
+    if (__builtin_expect(iface->deferred_frees > 0, 0)) {
+        free_deferred(iface);
     }
     return count;
 }
@@ -362,7 +386,8 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
     iface->stash_rx_count = (n > 0) ? static_cast<unsigned>(n) : 0;
     n = ibv_poll_cq(iface->send_cq, stash_len, iface->stash_tx);
     iface->stash_tx_count = (n > 0) ? static_cast<unsigned>(n) : 0;
-    if ((iface->stash_rx_count + iface->stash_tx_count > 0) ||
+    iface->stash_pending  = (iface->stash_rx_count + iface->stash_tx_count > 0);
+    if (iface->stash_pending ||
         iface->conn.peek() || iface->conn.busy()) {
         return UCS_ERR_BUSY;
     }

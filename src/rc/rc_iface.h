@@ -104,6 +104,7 @@ struct rc_iface {
     ibv_wc                  stash_tx[stash_capacity];
     unsigned                stash_rx_count = 0;
     unsigned                stash_tx_count = 0;
+    bool                    stash_pending  = false; ///< either count is not 0
 
     // Free list of tx_op, grown in chunks.
     tx_op                  *free_ops = nullptr;

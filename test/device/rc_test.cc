@@ -4,6 +4,9 @@
 #include "test_util.h"
 #include "uct_fixture.h"
 
+#include "rc/rc_iface.h"
+
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -539,6 +542,80 @@ TEST_F(rc_zv, receiver_not_ready_loses_nothing)
     }
     uct_ep_destroy(ep);
     close_side(c);
+}
+
+/// Messages that event_arm() finds while it arms the completion queues
+/// (the caller is told to progress instead of sleeping) are delivered by
+/// the next progress call, all of them, once, in order.
+TEST_F(rc_zv, messages_found_while_arming_events_are_delivered_by_the_next_progress)
+{
+    am_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, 5, am_sink::handler, &sink, 0));
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    ASSERT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+    const size_t before = sink.messages.size();
+    std::vector<uint8_t> src(200);
+    for (unsigned i = 0; i < 3; ++i) {
+        fill(src.data(), src.size(), 40 + i);
+        pack_arg arg{src.data(), src.size()};
+        ASSERT_EQ(static_cast<ssize_t>(src.size()), uct_ep_am_bcopy(ep, 5, pack_cb, &arg, 0));
+    }
+    // Only the sender progresses: once its flush completes, the device
+    // acknowledged every message, and they wait in the receiver's queue.
+    auto start = std::chrono::steady_clock::now();
+    while (uct_ep_flush(ep, 0, nullptr) != UCS_OK) {
+        uct_worker_progress(m_a.worker);
+        ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+    }
+    ASSERT_EQ(before, sink.messages.size());
+    EXPECT_EQ(UCS_ERR_BUSY, uct_iface_event_arm(m_b.iface, UCT_EVENT_RECV));
+    EXPECT_EQ(3u, uct_worker_progress(m_b.worker));
+    ASSERT_EQ(before + 3, sink.messages.size());
+    for (unsigned i = 0; i < 3; ++i) {
+        EXPECT_TRUE(check(sink.messages[before + i].data(), src.size(), 40 + i)) << i;
+    }
+}
+
+/// An active-message handler that progresses its own worker: the inner
+/// call delivers what is there and leaves the outer call in charge (an
+/// endpoint destroyed by a later callback of the outer call is freed only
+/// when it returns: rc_iface::in_progress still holds).
+TEST_F(rc_zv, a_handler_that_progresses_its_worker_leaves_the_outer_call_in_charge)
+{
+    struct nesting {
+        uct_worker_h       worker;
+        const rc::rc_iface *iface;
+        std::vector<unsigned> order;
+        bool               still_in_progress = true;
+        static ucs_status_t handler(void *arg, void *data, size_t, unsigned)
+        {
+            auto *self = static_cast<nesting *>(arg);
+            uint64_t seq; // the message is its 8-byte header
+            std::memcpy(&seq, data, sizeof(seq));
+            self->order.push_back(static_cast<unsigned>(seq));
+            if (seq == 0) {
+                uct_worker_progress(self->worker); // nested
+                self->still_in_progress = self->still_in_progress && self->iface->in_progress;
+            }
+            return UCS_OK;
+        }
+    } n{m_b.worker, rc::to_rc(m_b.iface)};
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, 6, nesting::handler, &n, 0));
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    for (uint64_t seq = 0; seq < 4; ++seq) {
+        ucs_status_t st;
+        ASSERT_TRUE(wait_for([&] {
+            st = uct_ep_am_short(ep, 6, seq, nullptr, 0);
+            return st != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_OK, st);
+    }
+    ASSERT_TRUE(wait_for([&] { return n.order.size() == 4; })) << n.order.size();
+    EXPECT_EQ((std::vector<unsigned>{0, 1, 2, 3}), n.order);
+    EXPECT_TRUE(n.still_in_progress);
+    EXPECT_FALSE(rc::to_rc(m_b.iface)->in_progress);
 }
 
 } // namespace
