@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 namespace zv::iface {
 
@@ -212,11 +213,11 @@ void conn_manager::poll_send()
     // under its caller (a connection finished inside another's
     // stop_connecting() freed the queue entry it was walking). So they are
     // kept, in order, for the next progress().
-    const int room = static_cast<int>(sizeof(m_stash) / sizeof(m_stash[0])) - m_stash_count;
+    const int room = static_cast<int>(std::size(m_stash)) - m_stash_count;
     if (room <= 0) {
         return; // send() answers NO_RESOURCE: the timer sends again
     }
-    ibv_wc wc[sizeof(m_stash) / sizeof(m_stash[0])];
+    ibv_wc wc[std::size(m_stash)];
     int n = ibv_poll_cq(m_cq, room, wc);
     for (int i = 0; i < n; ++i) {
         if (!send_done(wc[i])) {

@@ -136,10 +136,7 @@ unsigned handle_stash(rc_iface *iface)
 [[gnu::noinline]] unsigned progress_general(rc_iface *iface)
 {
     progress_guard guard(iface);
-    unsigned count = 0;
-    if (iface->stash_rx_count + iface->stash_tx_count > 0) {
-        count += handle_stash(iface);
-    }
+    const unsigned count = iface->stash_pending ? handle_stash(iface) : 0;
     return count + progress_polls(iface);
 }
 
@@ -361,7 +358,7 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
     rc_iface *iface = to_rc(uct_iface);
     ibv_cq *cq;
     void *ctx;
-    bool busy = (iface->stash_rx_count + iface->stash_tx_count > 0);
+    bool busy = iface->stash_pending;
 
     // Acknowledge events already signalled (the fd is non-blocking).
     while (ibv_get_cq_event(iface->channel, &cq, &ctx) == 0) {
