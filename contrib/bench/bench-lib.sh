@@ -27,3 +27,8 @@ pt_pair() {
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print (NR ? a[int((NR + 1) / 2)] : "nan")}'; }
 # ratio A B: A / B with two decimals, n/a unless both are positive.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# start_busy / stop_busy: one busy process beside the ranks (the "busy"
+# load of the benchmarks), and its end; stop_busy does nothing without one.
+busy_pid=
+start_busy() { (while :; do :; done) & busy_pid=$!; }
+stop_busy() { if [ -n "$busy_pid" ]; then kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=; fi; }

@@ -58,8 +58,6 @@ pt() {
     pt_column "$col" "$tmp/cli"
 }
 
-busy_pid=
-stop_busy() { if [ -n "$busy_pid" ]; then kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=; fi; }
 trap 'stop_busy; rm -rf "$tmp"' EXIT
 
 declare -A r
@@ -69,7 +67,7 @@ for ((i = 1; i <= rounds; ++i)); do
     # of the two transports alternates between rounds.
     order="v z"; [ $((i % 2)) = 1 ] || order="z v"
     for load in "" b; do
-        [ -z "$load" ] || { (while :; do :; done) & busy_pid=$!; }
+        [ -z "$load" ] || start_busy
         for t in $order; do
             tl=ud_verbs; [ $t = v ] || tl=ud_zv
             r[lat_$t$load]+=" $(pt 3 -t am_lat -x $tl -d "$dev:1" -s 8 -n "$lat_iters")"

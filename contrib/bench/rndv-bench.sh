@@ -46,8 +46,7 @@ mod=$b/.libs/libuct_zv.so.0
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
 export UCX_NET_DEVICES=$dev:1 UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n
 tmp=$(mktemp -d)
-busy_pid=
-cleanup() { [ -z "$busy_pid" ] || kill "$busy_pid" 2>/dev/null || true; rm -rf "$tmp"; }
+cleanup() { stop_busy; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 # perftest's GID: on RoCE the IPv4-mapped one (like UCX_ZV_GID_INDEX=auto)
@@ -96,7 +95,7 @@ for ((i = 1; i <= rounds; ++i)); do
     order="rc_verbs rc_zv"; [ $((i % 2)) = 1 ] || order="rc_zv rc_verbs"
     for load in $loads; do
         if [ "$load" = busy ]; then
-            (while :; do :; done) & busy_pid=$!
+            start_busy
         fi
         for pat in $patterns; do
             for tl in $order; do
@@ -108,7 +107,7 @@ for ((i = 1; i <= rounds; ++i)); do
             echo "round $i/$rounds: $load $tool" >&2
             r[$tool.$load]+=" $(floor $tool)"
         done
-        if [ -n "$busy_pid" ]; then kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=; fi
+        stop_busy
     done
 done
 declare -A m
