@@ -10,6 +10,9 @@ pass=0; fail=0
 check() { local name=$1; shift
     if "$@"; then echo "PASS: $name [${SECONDS}s]"; pass=$((pass+1)); else echo "FAIL: $name [${SECONDS}s]"; fail=$((fail+1)); fi; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# Where the time goes: each part's seconds into the stage-time table.
+. "$s/contrib/stages.sh"
+part_begin "ucx_info, scale, configuration checks"
 
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
 check "a verbs device is present" test -n "$dev"
@@ -86,36 +89,47 @@ check "no SRQ: the debug log says why" \
 
 # ---- bad configuration: a clear error naming the variable, the transport
 # refused cleanly, no crash
-for kv in UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE_LEN=0 \
-          UCX_RC_ZV_SEG_SIZE=xyz UCX_RC_ZV_RETRY_COUNT=7 UCX_RC_ZV_CONN_TIMEOUT=0 \
-          UCX_ZV_RCACHE_MONITOR=bogus UCX_ZV_GID_INDEX=300 UCX_ZV_RCACHE_EVENT_QUEUE=1 \
-          UCX_ZV_RCACHE_MAX_SIZE=lots UCX_UD_ZV_WINDOW=1 ZV_TESTING_UD_ZV_FAULT_DROP=2 \
-          UCX_UD_ZV_RTO=soon UCX_UD_ZV_ACK_DELAY=1s UCX_UC_ZV_MAX_WRITE=1 \
-          UCX_UC_ZV_WINDOW=100000 UCX_UC_ZV_ONE_PACKET=sometimes \
-          UCX_ZV_RCACHE_UFFD_MODE=bogus UCX_ZV_RCACHE_ODP=perhaps UCX_ZV_RCACHE_MAX_REGIONS=many \
-          UCX_RC_ZV_RX_BATCH=0 UCX_RC_ZV_TX_CQ_LEN=1 UCX_RC_ZV_TX_MODERATION=0 \
-          UCX_RC_ZV_TX_MAX_INLINE=5000 UCX_RC_ZV_TIMEOUT=0 UCX_RC_ZV_TIMEOUT=1e9s \
-          UCX_UD_ZV_RX_QUEUE_LEN=8 UCX_UD_ZV_RX_BATCH=0 UCX_UD_ZV_TX_QUEUE_LEN=1 \
-          UCX_UD_ZV_TX_MAX_INLINE=4096 UCX_UD_ZV_RTO_MAX=1us UCX_UD_ZV_TIMEOUT=1ms \
-          ZV_TESTING_UD_ZV_FAULT_DUP=-0.5 ZV_TESTING_UD_ZV_FAULT_REORDER=x ZV_TESTING_UD_ZV_FAULT_SEED=seven \
-          UCX_UC_ZV_SEG_SIZE=100 UCX_UC_ZV_CONN_TIMEOUT=0 UCX_UC_ZV_RTO=0 \
-          UCX_RC_ZV_MAX_PEER_CONNS=0 UCX_UD_ZV_MAX_PEER_CONNS=100000 UCX_UC_ZV_MAX_PEER_CONNS=-1 \
-          UCX_RC_ZV_TX_MAX_BUFS=8 UCX_UD_ZV_TX_MAX_BUFS=lots UCX_UC_ZV_TX_MAX_BUFS=0 \
-          UCX_RC_ZV_MAX_NUM_EPS=lots UCX_UC_ZV_MAX_NUM_EPS=many \
-          "ZV_TESTING_UD_ZV_FAULT_DROP=0.6 ZV_TESTING_UD_ZV_FAULT_REORDER=0.6"; do
+bad_kvs=(UCX_RC_ZV_RX_QUEUE_LEN=abc UCX_RC_ZV_RX_QUEUE_LEN=1 UCX_RC_ZV_TX_QUEUE_LEN=0
+          UCX_RC_ZV_SEG_SIZE=xyz UCX_RC_ZV_RETRY_COUNT=7 UCX_RC_ZV_CONN_TIMEOUT=0
+          UCX_ZV_RCACHE_MONITOR=bogus UCX_ZV_GID_INDEX=300 UCX_ZV_RCACHE_EVENT_QUEUE=1
+          UCX_ZV_RCACHE_MAX_SIZE=lots UCX_UD_ZV_WINDOW=1 ZV_TESTING_UD_ZV_FAULT_DROP=2
+          UCX_UD_ZV_RTO=soon UCX_UD_ZV_ACK_DELAY=1s UCX_UC_ZV_MAX_WRITE=1
+          UCX_UC_ZV_WINDOW=100000 UCX_UC_ZV_ONE_PACKET=sometimes
+          UCX_ZV_RCACHE_UFFD_MODE=bogus UCX_ZV_RCACHE_ODP=perhaps UCX_ZV_RCACHE_MAX_REGIONS=many
+          UCX_RC_ZV_RX_BATCH=0 UCX_RC_ZV_TX_CQ_LEN=1 UCX_RC_ZV_TX_MODERATION=0
+          UCX_RC_ZV_TX_MAX_INLINE=5000 UCX_RC_ZV_TIMEOUT=0 UCX_RC_ZV_TIMEOUT=1e9s
+          UCX_UD_ZV_RX_QUEUE_LEN=8 UCX_UD_ZV_RX_BATCH=0 UCX_UD_ZV_TX_QUEUE_LEN=1
+          UCX_UD_ZV_TX_MAX_INLINE=4096 UCX_UD_ZV_RTO_MAX=1us UCX_UD_ZV_TIMEOUT=1ms
+          ZV_TESTING_UD_ZV_FAULT_DUP=-0.5 ZV_TESTING_UD_ZV_FAULT_REORDER=x ZV_TESTING_UD_ZV_FAULT_SEED=seven
+          UCX_UC_ZV_SEG_SIZE=100 UCX_UC_ZV_CONN_TIMEOUT=0 UCX_UC_ZV_RTO=0
+          UCX_RC_ZV_MAX_PEER_CONNS=0 UCX_UD_ZV_MAX_PEER_CONNS=100000 UCX_UC_ZV_MAX_PEER_CONNS=-1
+          UCX_RC_ZV_TX_MAX_BUFS=8 UCX_UD_ZV_TX_MAX_BUFS=lots UCX_UC_ZV_TX_MAX_BUFS=0
+          UCX_RC_ZV_MAX_NUM_EPS=lots UCX_UC_ZV_MAX_NUM_EPS=many 
+          "ZV_TESTING_UD_ZV_FAULT_DROP=0.6 ZV_TESTING_UD_ZV_FAULT_REORDER=0.6")
+# Two at a time (ucx_info is single-threaded; the VM has two CPUs).
+bad_run() { # index into bad_kvs
+    # shellcheck disable=SC2086  # one or two NAME=VALUE words
+    env ${bad_kvs[$1]} LD_PRELOAD=$mod ucx_info -d > "$tmp/bad.$1" 2>&1
+    echo $? > "$tmp/bad.$1.rc"
+}
+for ((i = 0; i < ${#bad_kvs[@]}; i += 2)); do
+    bad_run $i &
+    if [ $((i + 1)) -lt ${#bad_kvs[@]} ]; then bad_run $((i + 1)); fi
+    wait
+done
+for i in "${!bad_kvs[@]}"; do
+    kv=${bad_kvs[$i]}
     name=${kv%%=*}; short=${name#UCX_RC_ZV_}; short=${short#UCX_UD_ZV_}; short=${short#UCX_UC_ZV_}; short=${short#UCX_ZV_}
     tl=rc_zv; case $name in UCX_UD_ZV_*|ZV_TESTING_UD_ZV_*) tl=ud_zv ;; UCX_UC_ZV_*|ZV_TESTING_UC_ZV_*) tl=uc_zv ;; esac
-    # shellcheck disable=SC2086  # one or two NAME=VALUE words
-    env $kv LD_PRELOAD=$mod ucx_info -d > "$tmp/bad" 2>&1
-    rc=$?
+    rc=$(cat "$tmp/bad.$i.rc")
     ok=1
-    [ $rc -lt 128 ] || ok=0                                        # no crash
+    [ "$rc" -lt 128 ] || ok=0                                      # no crash
     # names the variable and what it allows: ours "NAME=... is out of range
     # (allowed: ...)", UCX's parser "Invalid value for NAME: 'v'. Expected: ..."
-    grep -qE "ERROR.*(${name}.* \(allowed: .+\)|for $short: .*Expected: .+)" "$tmp/bad" || ok=0
+    grep -qE "ERROR.*(${name}.* \(allowed: .+\)|for $short: .*Expected: .+)" "$tmp/bad.$i" || ok=0
     # and no interface was opened with the bad value
     if awk '/Transport: '$tl'/ {f = 1; next} /Transport:|Memory domain:/ {f = 0} f' \
-           "$tmp/bad" | grep -q 'capabilities:'; then ok=0; fi
+           "$tmp/bad.$i" | grep -q 'capabilities:'; then ok=0; fi
     check "bad config $kv: clear error, transport refused, no crash" test $ok = 1
 done
 
@@ -130,6 +144,7 @@ ndev=$(cat /sys/class/infiniband/"$dev"/ports/1/gid_attrs/ndevs/0 2>/dev/null)
 if [ -e /run/zv/vm.conf ] && [ -n "$ndev" ] && ! ip -4 addr show dev "$ndev" | grep -q 192.0.2.77; then
     ip addr add 192.0.2.77/32 dev "$ndev" && sleep 1
 fi
+part_begin "UCT tests (test/device/zv_device)"
 ZV_REQUIRE_DEVICE=1 timeout -k 10 1500 "$b/test/device/zv_device" > "$tmp/uct.out" 2>&1
 rc=$?
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$tmp/uct.out" | head -40
@@ -141,14 +156,20 @@ fi
 check "UCT tests (test/device/zv_device)" test $rc = 0
 check "UCT tests: nothing skipped" bash -c "! grep -q '^\[  SKIPPED \]' '$tmp/uct.out'"
 
+part_begin "UCP: ucx_perftest over each transport"
 # ---- UCP level: ucx_perftest with rc_zv alone (no auxiliary transport)
 perftest() { # name test size [extra ucx_perftest args]; $pt_tls: transports
     local name=$1 t=$2 size=$3 port=$((13337 + RANDOM % 1000))
     shift 3
     LD_PRELOAD=$mod UCX_TLS=$pt_tls UCX_NET_DEVICES="$dev:1" \
         timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 "$@" > "$tmp/ps.$name" 2>&1 &
-    local spid=$!
-    sleep 3
+    local spid=$! i
+    # the client connects once the server listens (its TCP port)
+    for i in $(seq 100); do
+        ss -ltn "sport = :$port" 2>/dev/null | grep -q LISTEN && break
+        kill -0 $spid 2>/dev/null || break
+        sleep 0.1
+    done
     LD_PRELOAD=$mod UCX_TLS=$pt_tls UCX_NET_DEVICES="$dev:1" \
         timeout 120 ucx_perftest -p $port -t "$t" -s "$size" -n 200 "$@" 127.0.0.1 > "$tmp/pc.$name" 2>&1
     local crc=$?
@@ -165,7 +186,8 @@ perftest get_bw ucp_get 1048576
 perftest tag_lat_sleep tag_lat 8 -E sleep
 for pt_tls in ud_zv,self uc_zv,self; do
     perftest ${pt_tls%%,*}_tag_lat tag_lat 8
-    perftest ${pt_tls%%,*}_tag_bw tag_bw 1048576
+    # (1 MiB through the software reliability layer: 50 are enough to check)
+    perftest ${pt_tls%%,*}_tag_bw tag_bw 1048576 -n 50
 done
 pt_tls=uc_zv,self
 # uc_zv puts run at ~1 MB/s here under load (an open performance problem): 20
@@ -178,6 +200,7 @@ perftest uc_put_bw ucp_put_bw 1048576 -n 20
 # component through mca_base_component_path; the component loads the module
 # from the prefix. Before the system install below, which would hide it.
 pb=${ZV_PREFIX_BUILDDIR:-}
+part_begin "an unprivileged user's install and MPI jobs"
 if [ -n "$pb" ]; then
     useradd -m -d /home/zvuser zvuser 2>"$tmp/useradd" || cat "$tmp/useradd"
     as_user() { # no root: zvuser's uid, gid and groups, its HOME
@@ -206,6 +229,7 @@ fi
 
 # ---- Open MPI: the installed component brings the module in, no LD_PRELOAD.
 # The VM's root is an overlay: installing here changes nothing on the host.
+part_begin "install; MPI over rc_zv, ud_zv, uc_zv, injected faults"
 if make -C "$b" install > "$tmp/install.log" 2>&1; then
     check "make install" true
     ldconfig
@@ -225,7 +249,7 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
         for t in lat bw; do
             mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
                 --mca pml_ucx_devices "$dev" -x UCX_TLS=$tls -x UCX_NET_DEVICES="$dev:1" \
-                "$b/mpi-tests/zv_osu" -t $t -S 4194304 -i 20 > "$tmp/osu" 2>&1
+                "$b/mpi-tests/zv_osu" -t $t -S 4194304 -i 10 > "$tmp/osu" 2>&1
             rc=$?
             tail -n 4 "$tmp/osu"
             check "MPI $t 1 B..4 MiB validated over UCX_TLS=$tls" test $rc = 0
@@ -235,13 +259,13 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv,ud_verbs \
         --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,ud_verbs,self -x UCX_NET_DEVICES="$dev:1" \
         -x UCX_UD_VERBS_ETH_DGID_CHECK=n \
-        "$b/mpi-tests/zv_osu" -t bw -S 4194304 -i 20 > "$tmp/osuud" 2>&1
+        "$b/mpi-tests/zv_osu" -t bw -S 4194304 -i 10 > "$tmp/osuud" 2>&1
     rc=$?
     tail -n 3 "$tmp/osuud"
     check "MPI bw 1 B..4 MiB validated over UCX_TLS=rc_zv,ud_verbs,self" test $rc = 0
     mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
         --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,self -x UCX_NET_DEVICES="$dev:1" \
-        "$b/mpi-tests/zv_osu" -t bw -s 65536 -S 4194304 -i 20 -F > "$tmp/osuf" 2>&1
+        "$b/mpi-tests/zv_osu" -t bw -s 65536 -S 4194304 -i 10 -F > "$tmp/osuf" 2>&1
     rc=$?
     tail -n 3 "$tmp/osuf"
     check "MPI bw with a fresh buffer every iteration over rc_zv" test $rc = 0
@@ -259,15 +283,19 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
         tail -n 3 "$tmp/osu"
         check "MPI $label over UCX_TLS=$tl,self" test $rc = 0
     }
+    # CI's length; ZV_DEVICE_FULL=1 is the long form (bandwidth to 4 MiB,
+    # two fault rates, twice the iterations: about 5 minutes more).
+    sw_bw=1048576 sw_i=5 sw_rates=0.05
+    [ "${ZV_DEVICE_FULL:-0}" = 0 ] || { sw_bw=4194304 sw_i=10 sw_rates="0.01 0.05"; }
     for tl in ud_zv uc_zv; do
         T=${tl^^}
         swrun $tl "lat 1 B..4 MiB validated" -- -t lat -S 4194304 -i 10
-        swrun $tl "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
-        for rate in 0.01 0.05; do
+        swrun $tl "bw 1 B..$((sw_bw >> 20)) MiB validated" -- -t bw -S $sw_bw -i $sw_i
+        for rate in $sw_rates; do
             swrun $tl "bw 1 B..1 MiB validated, $rate drop+dup+reorder injected" \
                 ZV_TESTING_${T}_FAULT_DROP=$rate ZV_TESTING_${T}_FAULT_DUP=$rate \
                 ZV_TESTING_${T}_FAULT_REORDER=$rate ZV_TESTING_${T}_FAULT_SEED=$RANDOM -- \
-                -t bw -S 1048576 -i 10
+                -t bw -S 1048576 -i $sw_i
         done
     done
     # uc_zv's rendezvous is zero-copy through its puts (no get on UC).
@@ -285,7 +313,7 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     check "MPI 4 MiB over uc_zv is sent by zero-copy puts" \
           awk '{for (i = 1; i < NF; ++i) if ($(i+1) == "zero-copy") n += $i} END {exit !(n >= 256)}' "$tmp/ucputs"
     # Beside ud_zv, as UCP chooses lanes.
-    swrun uc_zv,ud_zv "bw 1 B..4 MiB validated" -- -t bw -S 4194304 -i 10
+    swrun uc_zv,ud_zv "bw 1 B..$((sw_bw >> 20)) MiB validated" -- -t bw -S $sw_bw -i $sw_i
     # A device without a shared receive queue: the same job over ud_zv.
     swrun rc_zv,ud_zv "bw 1 B..256 KiB validated, device without SRQ (testing switch)" \
         ZV_TESTING_NO_SRQ=1 UCX_LOG_LEVEL=info -- -t bw -S 262144 -i 5
@@ -308,6 +336,7 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     # Registration cache under MPI: pages behind the send buffer replaced
     # between rendezvous sends, also with direct system calls. The kernel
     # notifier and the cache-off mode must deliver every byte.
+    part_begin "MPI cache stress"
     for mon in uffd none; do
         mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
             --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,self -x UCX_NET_DEVICES="$dev:1" \
@@ -318,10 +347,13 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     done
     # libzverbs: contrib/examples built against the installed zverbs.pc (and
     # the user's prefix), ping-pong under each monitor, nothing stale
+    part_begin "libzverbs (test/device/capi-suite.sh)"
     . "$s/test/device/capi-suite.sh"
+    part_begin "MPI suite (test/device/mpi-suite.sh)"
     # the MPI suite and unmodified applications over every landed zv transport
     . "$s/test/device/mpi-suite.sh"
     # fork after registration, a tiny locked-memory limit, a rank killed
+    part_begin "faults suite (test/device/faults-suite.sh)"
     . "$s/test/device/faults-suite.sh"
 else
     tail -20 "$tmp/install.log"
@@ -330,5 +362,6 @@ else
          "configure --with-ucx-moduledir=system --with-ompi-componentdir=system, as contrib/build.sh does)"
 fi
 
+part_end
 echo "device: $pass passed, $fail failed"
 [ $fail = 0 ]
