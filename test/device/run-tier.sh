@@ -28,11 +28,6 @@ timeout=${ZV_DEVICE_TIMEOUT:-2700}
 echo "device tier: build $build, timeout ${timeout}s"
 hca=0
 if ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then hca=1; fi
-# The harness itself first: exit statuses, timeouts, clean-up.
-if [ $hca = 0 ] && want harness; then
-    stage_run "device: the VM harness (contrib/vm/test-harness.sh)" "$src/contrib/vm/test-harness.sh" --timeout-test 30 ||
-        { echo "device tier: the VM harness is broken"; exit 1; }
-fi
 # The UCX sources the build used: make (install) inside the VM must see the
 # same headers its dependency files name, wherever they were unpacked.
 ucx_src=$(sed -n 's/^UCX_SRC = //p' "$build/Makefile")
@@ -50,11 +45,19 @@ if [ "${ZV_PREFIX_CHECK:-1}" = 1 ] && want one-vm; then
                ${ucx_src:+--with-ucx-src="$ucx_src"} > configure.out 2>&1); } &&
         make -C "$prefix_build" -j2 > "$prefix_build/make.out" 2>&1
     }
-    if ! stage_run "device: build for the unprivileged install (--prefix)" prefix_make; then
-        tail -n 20 "$prefix_build/configure.out" "$prefix_build/make.out" 2>/dev/null
-        echo "device tier: the build for the unprivileged install (configure --prefix) failed"
-        exit 1
-    fi
+    # (beside the harness, whose VMs mostly wait)
+    stage_run "device: build for the unprivileged install (--prefix)" prefix_make &
+    prefix_pid=$!
+fi
+# The harness itself first: exit statuses, timeouts, clean-up.
+if [ $hca = 0 ] && want harness; then
+    stage_run "device: the VM harness (contrib/vm/test-harness.sh)" "$src/contrib/vm/test-harness.sh" --timeout-test 30 ||
+        { echo "device tier: the VM harness is broken"; exit 1; }
+fi
+if [ -n "$prefix_build" ] && ! wait $prefix_pid; then
+    tail -n 20 "$prefix_build/configure.out" "$prefix_build/make.out" 2>/dev/null
+    echo "device tier: the build for the unprivileged install (configure --prefix) failed"
+    exit 1
 fi
 status=0
 if want one-vm; then
