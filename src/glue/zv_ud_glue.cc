@@ -49,13 +49,15 @@ ucs_config_field_t zv_rel_config_table[] = {
      offsetof(zv_rel_config, rto_max), UCS_CONFIG_TYPE_TIME},
 
     {"TIMEOUT", "30s",
-     "A peer that acknowledges nothing for this long while packets are\n"
-     "outstanding is declared dead: its endpoint fails with an error.\n"
-     "Detection takes between TIMEOUT and TIMEOUT + RTO_MAX.\n"
+     "A peer from which nothing comes for this long while packets are\n"
+     "outstanding (no acknowledgement, not even one of nothing new) is declared\n"
+     "dead: its endpoint fails with an error. Detection takes between TIMEOUT\n"
+     "and TIMEOUT + RTO_MAX. A peer whose application computes is not dead: its\n"
+     "async thread (UCX_ASYNC_MODE=thread) answers while it does not progress.\n"
      "ud_zv: a receive connection that hears nothing from its endpoint for this\n"
      "long probes it; one whose endpoint answers no probe for as long again\n"
-     "(its process is gone, or it does not progress) is freed. An endpoint that\n"
-     "was only silent finds it again, where it left it, when it next sends.",
+     "(its process is gone or stopped) is freed. An endpoint that was only\n"
+     "silent finds it again, where it left it, when it next sends.",
      offsetof(zv_rel_config, timeout), UCS_CONFIG_TYPE_TIME},
 
     {"ACK_DELAY", "100us",

@@ -41,6 +41,7 @@ ucs_status_t ep_am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
                          const void *payload, unsigned length)
 {
     rd_ep *ep           = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
@@ -64,6 +65,7 @@ ucs_status_t ep_am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
                              size_t iovcnt)
 {
     rd_ep *ep           = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
@@ -92,6 +94,7 @@ ssize_t ep_am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
                     void *arg, unsigned)
 {
     rd_ep *ep           = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
@@ -119,6 +122,7 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
 {
     rd_ep *ep           = to_ep(uct_ep);
     rd_iface *iface     = ep->iface;
+    worker_scope scope(&ep->iface->as.gate);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
@@ -152,17 +156,21 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
 ucs_status_t ep_pending_add(uct_ep_h uct_ep, uct_pending_req_t *req, unsigned)
 {
     rd_ep *ep = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     return iface::pending_add(ep, req, check_tx(ep) == UCS_OK, pending_link);
 }
 
 void ep_pending_purge(uct_ep_h uct_ep, uct_pending_purge_callback_t cb, void *arg)
 {
-    to_ep(uct_ep)->pending.purge(cb, arg);
+    rd_ep *ep = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
+    ep->pending.purge(cb, arg);
 }
 
 ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
 {
     rd_ep *ep = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     if (ep->st == rd_ep::state::failed) {
         return ep->error;
     }
@@ -273,7 +281,11 @@ void ep_check_flushed(rd_ep *ep)
     waiters.swap(ep->flush_waiters);
     ucs_status_t status = (ep->st == rd_ep::state::failed) ? ep->error : UCS_OK;
     for (uct_completion_t *c : waiters) {
-        uct_invoke_completion(c, status);
+        if (__builtin_expect(ep->iface->as.active, 0)) {
+            async_defer_completion(ep->iface, c, status, ep->id);
+        } else {
+            uct_invoke_completion(c, status);
+        }
     }
 }
 
@@ -293,6 +305,10 @@ void ep_fail(rd_ep *ep, ucs_status_t status, const char *why)
         return;
     }
     rd_iface *iface = ep->iface;
+    if (iface->as.active) {
+        async_defer_ep_fail(iface, ep->id, status, why); // UCP hears it from the worker
+        return;
+    }
     ep->st          = rd_ep::state::failed;
     ep->error       = status;
     ep->resend_next = nullptr;
@@ -331,9 +347,11 @@ void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body)
     switch (hdr.type) {
     case rd_hdr::data:
     case rd_hdr::ack:
+        ep->tx.heard(now);
         ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
         break;
     case rd_hdr::nak:
+        ep->tx.heard(now);
         if (ep->tx.nak(hdr.ack_psn, now, on_acked{ep})) {
             resend_all(ep);
         }
@@ -466,6 +484,9 @@ void ep_free(rd_ep *ep)
 void ep_release(rd_ep *ep)
 {
     rd_iface *iface = ep->iface;
+    if (__builtin_expect(async_waiting(iface), 0)) {
+        async_forget_ep(iface, ep->id);
+    }
     ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
     ep->pending.purge(nullptr, nullptr);
     ep->flush_waiters.clear();

@@ -28,6 +28,7 @@ void fail_all(rd_iface *iface, const char *why)
 void handle_event(iface::zv_iface *base, const verbs::async_event &ev)
 {
     rd_iface *iface    = reinterpret_cast<rd_iface *>(base);
+    worker_scope scope(&iface->as.gate);
     bool outer         = !iface->in_progress;
     iface->in_progress = true;
     switch (ev.what) {

@@ -75,7 +75,11 @@ template <bool Faults> unsigned progress_begin(rd_iface *iface)
     iface->in_progress = true;
     iface->now_valid   = false;
     const unsigned call = ++iface->progress_count;
-    unsigned count      = poll_rx<Faults>(iface);
+    unsigned count      = 0;
+    if (__builtin_expect(async_waiting(iface), 0) && !iface->as.active) {
+        count += async_hand_over(iface); // first: it arrived first
+    }
+    count += poll_rx<Faults>(iface);
     // (An acknowledged packet's buffer is released by the later of its ack
     // and its send completion.)
     if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_limit)) {
@@ -94,7 +98,7 @@ template <bool Faults> unsigned progress_begin(rd_iface *iface)
             count += check_timers(iface, now);
         }
     }
-    if (iface->pending_eps != nullptr) {
+    if ((iface->pending_eps != nullptr) && !iface->as.active) {
         dispatch_pending(iface);
     }
     return count;
@@ -121,7 +125,7 @@ void progress_enable(uct_iface_h iface, unsigned flags)
 void progress_end(rd_iface *iface)
 {
     iface->in_progress = false;
-    if (__builtin_expect(!iface->graveyard.empty(), 0)) {
+    if (__builtin_expect(!iface->graveyard.empty(), 0) && !iface->as.active) {
         free_deferred(iface);
     }
 }
@@ -222,6 +226,7 @@ ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
 
 void close_begin(rd_iface *iface)
 {
+    async_close(iface); // first: nothing runs the core from the async side after it
     uct_base_iface_progress_disable(&iface->super.super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_debug("%s iface %p: %lu packets resent, %lu duplicates and %lu out of "
@@ -312,6 +317,7 @@ ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr)
 ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp)
 {
     rd_iface *iface = to_rd(uct_iface);
+    worker_scope scope(&iface->as.gate);
     if (comp != nullptr) {
         return UCS_ERR_UNSUPPORTED;
     }
@@ -356,7 +362,11 @@ unsigned check_timers(rd_iface *iface, ucs_time_t now)
             ++count;
             break;
         case rel::sender::timer_result::failed:
-            failed.push_back(ep->id);
+            // (the worker's own timers fail it: the async side never
+            // declares a peer dead for a worker that is away)
+            if (!iface->as.active) {
+                failed.push_back(ep->id);
+            }
             break;
         }
         p = &ep->busy_next;

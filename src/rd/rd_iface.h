@@ -10,6 +10,7 @@
 #include "iface/fault.h"
 #include "iface/rx_ring.h"
 #include "iface/zv_iface.h"
+#include "rd/rd_async.h"
 #include "rd/rel.h"
 #include "verbs/qp.h"
 
@@ -367,6 +368,13 @@ struct rd_iface {
     ucs_time_t               next_timer  = 0;
     ucs_time_t               timer_tick  = 0;
 
+    /// Progress without the application (rd_async.h): the gate every
+    /// entry point of the worker passes, and what the async side defers.
+    async_state              as;
+    /// The transport's progress without the gate, as the async side runs
+    /// it (the variant for the interface's fault setting).
+    unsigned               (*core_progress)(rd_iface *iface) = nullptr;
+
     iface::fault_injector    fault;
     iface::buffer           *held_buf = nullptr; ///< fault injection: reordered packet
     ibv_wc                   held_wc  = {};
@@ -484,6 +492,39 @@ void find_partner(rd_ep *ep);
 void fail_all(rd_iface *iface, const char *why);
 /// The device's asynchronous events, as the core and the transport act on them.
 void handle_event(iface::zv_iface *base, const verbs::async_event &ev);
+
+// ---------------------------------------------------------------- async (rd_async.cc)
+
+/// Start answering peers from the worker's async context (a timer in it,
+/// thread mode); 'core' is the transport's progress without the gate.
+/// Where that cannot be (signal mode, no membarrier), the interface works
+/// as before and says why at diag level.
+void async_open(rd_iface *iface, unsigned (*core)(rd_iface *iface));
+/// Stop the timer (waits for a running tick) and drop what waits.
+void async_close(rd_iface *iface);
+/// The worker's progress: hand what the async side deferred to UCP, in
+/// order. Returns the number handed over.
+unsigned async_hand_over(rd_iface *iface);
+/// Whether something waits for async_hand_over() (one load).
+inline bool async_waiting(const rd_iface *iface)
+{
+    return iface->as.waiting;
+}
+/// The async side accepts an active message for later delivery; false
+/// when it holds as many as it may (the sender will send it again).
+bool async_defer_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned length);
+/// A completion (of endpoint 'ep_id'), from the async side.
+void async_defer_completion(rd_iface *iface, uct_completion_t *comp, ucs_status_t status,
+                            uint32_t ep_id);
+/// An endpoint's failure, from the async side.
+void async_defer_ep_fail(rd_iface *iface, uint32_t ep_id, ucs_status_t status,
+                         const char *why);
+/// The worker destroys endpoint 'ep_id': its deferred completions are
+/// called now, its deferred failure is dropped.
+void async_forget_ep(rd_iface *iface, uint32_t ep_id);
+/// UCP's handler of an active message the core delivers (now, or later
+/// from async_hand_over()); true when UCP kept the buffer.
+bool invoke_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned length);
 
 } // namespace zv::rd
 

@@ -29,6 +29,7 @@ void release_rx(uct_recv_desc_t *self, void *desc)
 {
     rd_iface *iface = static_cast<rd_iface *>(
             reinterpret_cast<iface::release_desc *>(self)->owner);
+    worker_scope scope(&iface->as.gate); // (the receive pool is the async side's too)
     char *data = static_cast<char *>(desc) + iface->rx_headroom;
     iface::buffer_pool::put(iface->rx_pool.from_data(data - iface->rx_offset - sizeof(rd_hdr)));
 }
@@ -149,7 +150,17 @@ template unsigned poll_rx<true>(rd_iface *iface);
 
 bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
 {
-    const rd_hdr &hdr        = p.hdr;
+    const rd_hdr &hdr = p.hdr;
+    if (__builtin_expect(iface->as.active, 0) && am && (b != nullptr) &&
+        (hdr.psn == c->rx.expected()) &&
+        (iface->as.deferred_ams >= iface->as.max_deferred_ams)) {
+        // The async side holds all it may for a computing worker: not
+        // accepted (the sender sends it again), but answered, so that the
+        // sender knows its peer is alive.
+        ++iface->as.refused;
+        ack_requested(iface, c);
+        return false;
+    }
     rel::receiver::verdict v = c->rx.on_data(hdr.psn, clock_now(iface), p.ack_req);
     owe_link(iface, c);
     if (v == rel::receiver::verdict::duplicate) {
@@ -163,10 +174,17 @@ bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffe
     if (!am) {
         return false; // a put: its data is in place, nothing to deliver
     }
-    ucs_status_t status = uct_iface_invoke_am(&iface->super.super, hdr.am_id,
-                                              am_data(iface, b),
-                                              static_cast<unsigned>(p.body_len),
-                                              UCT_CB_PARAM_FLAG_DESC);
+    if (__builtin_expect(iface->as.active, 0)) {
+        // (accepted: async_defer_am() has room, checked above)
+        return async_defer_am(iface, hdr.am_id, b, static_cast<unsigned>(p.body_len));
+    }
+    return invoke_am(iface, hdr.am_id, b, static_cast<unsigned>(p.body_len));
+}
+
+bool invoke_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned length)
+{
+    ucs_status_t status = uct_iface_invoke_am(&iface->super.super, am_id, am_data(iface, b),
+                                              length, UCT_CB_PARAM_FLAG_DESC);
     if (status == UCS_OK) {
         return false;
     }

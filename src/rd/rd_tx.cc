@@ -195,7 +195,11 @@ void release_desc(rd_iface *iface, tx_desc *d)
     iface->tx_starved = false;
     --ep->unreleased;
     if (comp != nullptr) {
-        uct_invoke_completion(comp, status);
+        if (__builtin_expect(iface->as.active, 0)) {
+            async_defer_completion(iface, comp, status, ep->id);
+        } else {
+            uct_invoke_completion(comp, status);
+        }
     }
     if ((ep->unreleased == 0) && !ep->destroyed) {
         ep_check_flushed(ep);

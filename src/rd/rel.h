@@ -28,8 +28,9 @@ namespace zv::rel {
  *   keeps their buffers for retransmission: memory is bounded by the
  *   window). With packets outstanding it runs one timer: when it expires,
  *   every unacknowledged packet is sent again and the timeout doubles, up
- *   to rto_max. When no ack has made progress for 'peer_timeout', the peer
- *   is declared dead.
+ *   to rto_max. When nothing has come from the peer for 'peer_timeout' (no
+ *   ack, not even one that acknowledges nothing new: heard()), the peer is
+ *   declared dead.
  * - The timeout follows the measured round trip (RFC 6298: srtt + 4 rttvar,
  *   at least rto_init, at most rto_max), so a slow path (an emulated or
  *   loaded host) does not resend a whole window that is merely late. A
@@ -177,6 +178,17 @@ public:
         }
         m_karn = false;
         return true;
+    }
+
+    /// A packet from the peer's receive connection (an ack, even one that
+    /// acknowledges nothing new): the peer is alive. It may hold back what
+    /// we send (its application computes, its buffers are full), but it
+    /// is not dead: the peer timeout counts from here too.
+    void heard(uint64_t now)
+    {
+        if (m_head != nullptr) {
+            m_progress_at = now;
+        }
     }
 
     /// Check the retransmission timer. 'resend': send every packet in the

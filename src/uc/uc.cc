@@ -169,6 +169,7 @@ void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const c
 
 ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
+    worker_scope scope(&to_rd(params->iface)->as.gate);
     rd_ep *ep;
     ucs_status_t status = ep_new(params, &ep);
     if (status != UCS_OK) {
@@ -202,6 +203,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 void ep_destroy(uct_ep_h uct_ep)
 {
     rd_ep *ep       = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     uc_iface *iface = to_uc(ep->iface);
     (void)set_qp(iface, ep->qp->qp_num, iface->by_qp.find(ep->qp->qp_num).conn, nullptr);
     // Not flushed: the peer may still send on the QP (its receive
@@ -300,17 +302,26 @@ void qp_fatal(rd_iface *rd, uint32_t qpn)
 
 // ---------------------------------------------------------------- interface
 
-template <bool Faults> unsigned progress(uct_iface_h uct_iface)
+/// Progress, as the worker and the async side run it (rd_async.h).
+template <bool Faults> unsigned progress_core(rd_iface *rd)
 {
-    uc_iface *iface = to_uc(uct_iface);
-    unsigned count  = progress_begin<Faults>(&iface->super);
-    // Connection traffic is rare: every 32nd call, or while connecting.
+    uc_iface *iface = to_uc(rd);
+    unsigned count  = progress_begin<Faults>(rd);
+    // Connection traffic is rare: every 32nd call, or while connecting;
+    // every call of the async side (a peer may be waiting to connect).
     // (progress_begin counts the calls)
-    if (iface->conn.busy() || ((iface->super.progress_count & 31) == 0)) {
+    if (iface->conn.busy() || ((rd->progress_count & 31) == 0) || rd->as.active) {
         count += iface->conn.progress();
     }
-    progress_end(&iface->super);
+    progress_end(rd);
     return count;
+}
+
+template <bool Faults> unsigned progress(uct_iface_h uct_iface)
+{
+    rd_iface *rd = to_rd(uct_iface);
+    worker_scope scope(&rd->as.gate);
+    return progress_core<Faults>(rd);
 }
 
 ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
@@ -348,6 +359,7 @@ void iface_close(uct_iface_h uct_iface)
 {
     uc_iface *iface = to_uc(uct_iface);
     rd_iface *rd    = &iface->super;
+    async_close(rd); // before anything reads what the async side may touch
     rd->spoofed_rx    += iface->conn.spoofed();
     rd->refused_conns += iface->conn.refused();
     rd->qp_resets     += iface->conn.resets();
@@ -484,6 +496,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
         return status;
     }
     choose_progress(rd, progress<true>);
+    async_open(rd, rd->fault.on() ? progress_core<true> : progress_core<false>);
     *iface_p = &rd->super.super.super;
     return UCS_OK;
 }

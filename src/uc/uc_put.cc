@@ -36,6 +36,7 @@ ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
                           uint64_t remote_addr, uct_rkey_t rkey)
 {
     rd_ep *ep           = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
@@ -55,6 +56,7 @@ ssize_t ep_put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
                      uint64_t remote_addr, uct_rkey_t rkey)
 {
     rd_ep *ep           = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
@@ -80,6 +82,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
                           uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
 {
     rd_ep *ep           = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     ucs_status_t status = check_tx(ep);
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;

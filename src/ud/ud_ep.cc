@@ -33,6 +33,7 @@ ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah
 
 ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
+    worker_scope scope(&to_rd(params->iface)->as.gate);
     rd_ep *ep;
     ucs_status_t status = ep_new(params, &ep);
     if (status != UCS_OK) {
@@ -70,6 +71,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 void ep_destroy(uct_ep_h uct_ep)
 {
     rd_ep *ep = to_ep(uct_ep);
+    worker_scope scope(&ep->iface->as.gate);
     if (ep->st == rd_ep::state::connected) {
         // Best effort: a lost DISC leaves the peer's receive connection
         // until its probes go unanswered (ud_reclaim.cc).

@@ -33,9 +33,10 @@ void recover_qp(ud_iface *iface)
              rd->rx_ring.posted());
 }
 
-template <bool Faults> unsigned progress(uct_iface_h uct_iface)
+/// Progress, as the worker and the async side run it (rd_async.h).
+template <bool Faults> unsigned progress_core(rd_iface *rd)
 {
-    ud_iface *iface = to_ud(uct_iface);
+    ud_iface *iface = to_ud(&rd->super.super.super);
     unsigned count  = progress_begin<Faults>(&iface->super);
     // (progress_begin counts the calls)
     if (__builtin_expect((iface->super.progress_count & 1023) == 0, 0)) {
@@ -46,6 +47,13 @@ template <bool Faults> unsigned progress(uct_iface_h uct_iface)
     }
     progress_end(&iface->super);
     return count;
+}
+
+template <bool Faults> unsigned progress(uct_iface_h uct_iface)
+{
+    rd_iface *rd = to_rd(uct_iface);
+    worker_scope scope(&rd->as.gate);
+    return progress_core<Faults>(rd);
 }
 
 /// A work request failed: if the QP is in the error state, nothing more is
@@ -174,6 +182,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
         return status;
     }
     choose_progress(rd, progress<true>);
+    async_open(rd, rd->fault.on() ? progress_core<true> : progress_core<false>);
     *iface_p = &rd->super.super.super;
     return UCS_OK;
 }

@@ -135,17 +135,9 @@ done
 
 # ---- rc_zv at the UCT level (data checked 1 B .. 4 MiB, atomics, flush,
 # pending, 128 endpoints, remote access errors), ud_zv and uc_zv, hostile
-# peers at the handshake. The spoofing test sends from a second IPv4 GID of
-# the port (RoCE v2 cannot mix an IPv6 source with an IPv4 destination): an
-# address of TEST-NET-1 on the port's netdev gives rxe one (only in the
-# zverbs VM: on a real host, give the port a second IPv4 address yourself,
-# or that test is skipped and the check below fails).
-ndev=$(cat /sys/class/infiniband/"$dev"/ports/1/gid_attrs/ndevs/0 2>/dev/null)
-if [ -e /run/zv/vm.conf ] && [ -n "$ndev" ] && ! ip -4 addr show dev "$ndev" | grep -q 192.0.2.77; then
-    ip addr add 192.0.2.77/32 dev "$ndev" && sleep 1
-fi
+# peers at the handshake (test/device/uct-tests.sh)
 part_begin "UCT tests (test/device/zv_device)"
-ZV_REQUIRE_DEVICE=1 timeout -k 10 1500 "$b/test/device/zv_device" > "$tmp/uct.out" 2>&1
+"$s/test/device/uct-tests.sh" "$tmp/uct.out"
 rc=$?
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$tmp/uct.out" | head -40
 if [ $rc != 0 ]; then

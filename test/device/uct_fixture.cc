@@ -101,10 +101,10 @@ void uct_test::TearDown()
 }
 
 void uct_test::open_side(uct_side &side,
-                         const std::vector<std::pair<const char *, const char *>> &modify)
+                         const std::vector<std::pair<const char *, const char *>> &modify,
+                         ucs_async_mode_t mode)
 {
-    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                               &side.async));
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(mode, &side.async));
     ASSERT_EQ(UCS_OK, uct_worker_create(side.async, UCS_THREAD_MODE_SINGLE,
                                         &side.worker));
     uct_iface_config_t *cfg;
@@ -155,17 +155,22 @@ void uct_test::open_side(uct_side &side,
 
 void uct_test::close_side(uct_side &side)
 {
-    if (side.iface != nullptr) {
-        uct_iface_close(side.iface);
-        side.iface = nullptr;
+    side.close();
+}
+
+void uct_side::close()
+{
+    if (iface != nullptr) {
+        uct_iface_close(iface);
+        iface = nullptr;
     }
-    if (side.worker != nullptr) {
-        uct_worker_destroy(side.worker);
-        side.worker = nullptr;
+    if (worker != nullptr) {
+        uct_worker_destroy(worker);
+        worker = nullptr;
     }
-    if (side.async != nullptr) {
-        ucs_async_context_destroy(side.async);
-        side.async = nullptr;
+    if (async != nullptr) {
+        ucs_async_context_destroy(async);
+        async = nullptr;
     }
 }
 

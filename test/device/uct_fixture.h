@@ -23,6 +23,14 @@ struct uct_side {
     uct_iface_attr_t     attr   = {};
     std::vector<char>    dev_addr;
     std::vector<char>    iface_addr;
+
+    uct_side() = default;
+    uct_side(const uct_side &)            = delete;
+    uct_side &operator=(const uct_side &) = delete;
+    /// Closes what is still open (a test that ended early): nothing of it
+    /// outlives the test, not even its async timers.
+    ~uct_side() { close(); }
+    void close();
 };
 
 class uct_test : public ::testing::Test {
@@ -36,8 +44,11 @@ protected:
     /// Open one more interface (a peer) on the same md.
     /// Open one more interface (a peer) on the same md; 'modify' holds
     /// transport config overrides as name/value pairs (e.g. RX_QUEUE_LEN).
+    /// 'mode': of the side's async context (UCS_ASYNC_MODE_POLL: no async
+    /// thread, so the side is silent while it does not progress).
     void open_side(uct_side &side,
-                   const std::vector<std::pair<const char *, const char *>> &modify = {});
+                   const std::vector<std::pair<const char *, const char *>> &modify = {},
+                   ucs_async_mode_t mode = UCS_ASYNC_MODE_THREAD_SPINLOCK);
     void close_side(uct_side &side);
     /// Create an endpoint of 'from' to 'to' (connect-to-iface), no waiting.
     uct_ep_h create_ep(uct_side &from, uct_side &to);

@@ -619,6 +619,45 @@ TEST_P(ud_zv, an_idle_peer_that_progresses_keeps_its_connection)
     close_side(d);
 }
 
+/// A rank that computes (no progress) while its peer sends to it: its
+/// async side accepts and acknowledges, so the sender keeps its endpoint
+/// past the peer timeout, and the worker's next progress call hands every
+/// message to UCP, once and in order - none from the async thread.
+TEST_P(ud_zv, a_computing_receiver_keeps_its_peer_and_loses_nothing)
+{
+    uct_side c, d;
+    open_side(c, {{"TIMEOUT", "1s"}});
+    open_side(d, {{"TIMEOUT", "1s"}});
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    // d computes: only c progresses, for three TIMEOUTs, sending 100 more.
+    unsigned sent = 0;
+    run_until({&c}, [&] {
+        if ((sent < 100) && (uct_ep_am_short(ep, am_id, 10 + sent, nullptr, 0) == UCS_OK)) {
+            ++sent;
+        }
+        return false;
+    }, 3.0);
+    EXPECT_EQ(100u, sent);
+    EXPECT_EQ(0u, s_ep_errors) << "the sender declared its computing peer dead";
+    EXPECT_EQ(10u, sink.got.size()) << "a message was delivered without d's progress";
+    rd::rd_iface *dr = rd::to_rd(d.iface);
+    EXPECT_GT(dr->as.runs, 0u) << "d's async side never ran";
+    EXPECT_EQ(100u, dr->as.ams) << "d's async side accepted what it had room for: all";
+    // d is back: its next progress call hands them over.
+    uct_worker_progress(d.worker);
+    ASSERT_EQ(110u, sink.got.size());
+    for (uint64_t v = 0; v < 110; ++v) {
+        ASSERT_EQ(v, sink.got[v]) << "each message once, in order";
+    }
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 10));
+    EXPECT_EQ(110u, sink.got.size()) << "a message was delivered twice";
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+}
+
 /// A send completion is requested for one send in TX_MODERATION: the
 /// others are released by their acknowledgements (and 1 means every one).
 /// (uc_zv: on the endpoint's own QP.)
@@ -819,11 +858,13 @@ TEST_P(ud_zv_only, a_vanished_peer_leaves_no_receive_connection)
 
 TEST_P(ud_zv_only, a_peer_back_after_its_connection_was_reclaimed_loses_nothing)
 {
-    // As a rank that computes without progressing for longer than the
-    // receiver's reclaim time, with nothing outstanding: when it sends again
-    // its stream goes on where it left it, each message once and in order.
+    // As a rank that stops progressing for longer than the receiver's
+    // reclaim time, with nothing outstanding and nothing to answer for it
+    // (UCS_ASYNC_MODE_POLL: no async thread; a stopped process): when it
+    // sends again its stream goes on where it left it, each message once
+    // and in order.
     uct_side c, d;
-    open_side(c);
+    open_side(c, {}, UCS_ASYNC_MODE_POLL);
     open_side(d, {{"TIMEOUT", "1s"}});
     am_values sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
