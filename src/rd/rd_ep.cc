@@ -4,6 +4,8 @@
 // requests and of destroyed ones.
 #include "rd/rd_send.h"
 
+#include "iface/check.h"
+
 #include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
 
@@ -41,12 +43,16 @@ ucs_status_t ep_am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
                          const void *payload, unsigned length)
 {
     rd_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_short", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_short", "header + payload",
+                                     sizeof(header) + length, ep->iface->max_payload);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
-    }
-    if (__builtin_expect(sizeof(header) + length > ep->iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
     }
     tx_desc *d = desc_get(ep, rd_hdr::data, sizeof(header) + length);
     if (__builtin_expect(d == nullptr, 0)) {
@@ -64,13 +70,18 @@ ucs_status_t ep_am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
                              size_t iovcnt)
 {
     rd_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
+    const size_t total  = iface::iov_total(iov, iovcnt);
+    // (max_short: what iface_query promises; no header of its own)
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_short_iov", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_short_iov", "payload", total,
+                                     ep->iface->max_payload);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
-    }
-    size_t total = iface::iov_total(iov, iovcnt);
-    if (__builtin_expect(total > ep->iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
     }
     tx_desc *d = desc_get(ep, rd_hdr::data, total);
     if (__builtin_expect(d == nullptr, 0)) {
@@ -92,7 +103,10 @@ ssize_t ep_am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
                     void *arg, unsigned)
 {
     rd_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_bcopy", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
@@ -102,7 +116,7 @@ ssize_t ep_am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
     }
     size_t length = pack_cb(d->payload(), arg);
     if (__builtin_expect(length > ep->iface->max_payload, 0)) {
-        ucs_error("%s: am_bcopy packed %zu bytes, more than the %u allowed",
+        ucs_error("%s: am_bcopy: invalid length %zu packed (expected <= %u)",
                   ep->iface->tl->name, length, ep->iface->max_payload);
         iface::buffer_pool::put(d->buf);
         return UCS_ERR_INVALID_PARAM;
@@ -119,17 +133,24 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
 {
     rd_ep *ep           = to_ep(uct_ep);
     rd_iface *iface     = ep->iface;
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_zcopy", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_zcopy", "header", header_length,
+                                     std::min<size_t>(am_zcopy_max_hdr, iface->max_payload));
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_iovcnt(&ep->iface->super, "am_zcopy", iovcnt, max_sge - 1);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_zcopy", "header + payload",
+                                     header_length + iface::iov_total(iov, iovcnt),
+                                     iface->max_payload);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
-    }
-    if (__builtin_expect((header_length > am_zcopy_max_hdr) ||
-                         (iovcnt > max_sge - 1), 0)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    size_t total = header_length + iface::iov_total(iov, iovcnt);
-    if (__builtin_expect(total > iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
     }
     tx_desc *d = desc_get(ep, rd_hdr::data, header_length);
     if (__builtin_expect(d == nullptr, 0)) {

@@ -138,6 +138,7 @@ ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl, const uct_iface
         return status;
     }
     iface->tl       = tl;
+    iface->super.tl_name = tl->name;
     iface->settings = settings;
     iface->tx_limit = settings.common.tx_queue_len;
     // With a send queue per endpoint, idle endpoints' unsignaled tails hold
@@ -289,7 +290,8 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
                            UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CONNECT_TO_IFACE |
                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
     attr->cap.event_flags = 0; // retransmission needs progress: no sleeping
-    attr->cap.am.max_short       = iface->max_payload - sizeof(uint64_t);
+    // (UCT's max_short counts the 8-byte header: header + payload fit it)
+    attr->cap.am.max_short       = iface->max_payload;
     attr->cap.am.max_bcopy       = iface->max_payload;
     attr->cap.am.min_zcopy       = 0;
     attr->cap.am.max_zcopy       = iface->max_payload;
