@@ -19,6 +19,12 @@ namespace {
 
 constexpr size_t am_zcopy_max_hdr = 64;
 
+/// How long ep_release() waits for the send queue to pass a destroyed
+/// endpoint's zero-copy sends. UD and UC sends complete at the sender,
+/// without the peer: this is long only when the device does not complete
+/// them at all.
+constexpr double destroy_wait_sec = 1.0;
+
 /// Release callback of the sender: the packet was acknowledged.
 struct on_acked {
     rd_ep *ep;
@@ -230,7 +236,10 @@ void send_desc(rd_ep *ep, tx_desc *d, size_t len)
     h->psn = ep->tx.push(&d->pkt, clock_now(ep->iface));
     // Someone waits for this packet's ack (its completion, or room in the
     // window): the receiver acknowledges it at once, not after ack_delay.
-    if ((d->comp != nullptr) || ep->tx.window_full()) {
+    if (d->comp != nullptr) {
+        h->type |= rd_hdr::flag_ack_req;
+        ++ep->comps_unreleased;
+    } else if (ep->tx.window_full()) {
         h->type |= rd_hdr::flag_ack_req;
     }
     ++ep->unreleased;
@@ -484,16 +493,73 @@ void ep_free(rd_ep *ep)
     delete ep;
 }
 
+namespace {
+
+/*
+ * A destroyed endpoint's zero-copy sends (the descriptors with a
+ * completion) are completed before uct_ep_destroy() returns, as UCT's
+ * callers expect (UCP's forced close frees its requests after it), but a
+ * completion hands the user's buffer back, so it may only come once no
+ * posted work request can read that buffer: the descriptor's release
+ * (release_desc), which waits for an acknowledgement or for the send queue
+ * to have passed every posting of it (settle_dropped). A UD or UC send
+ * completes at the sender, so polling the send CQ gets there in
+ * microseconds. It is polled here, with a bound (destroy_wait_sec): the
+ * completions of the interface's other sends are handled on the way, and
+ * callbacks may destroy further endpoints, whose frees are deferred as
+ * inside progress. A device that completes nothing in that time (a QP
+ * stuck in the error state until progress resets it), or a lost one (not
+ * waited for), is the one case left: its buffers are still the device's,
+ * so those completions are never called (a request that never ends,
+ * logged), not called early.
+ */
+[[gnu::cold, gnu::noinline]] void wait_for_comps(rd_ep *ep)
+{
+    rd_iface *iface   = ep->iface;
+    const bool nested = iface->in_progress;
+    iface->in_progress = true;
+    if (!nested) {
+        iface->now_valid = false;
+    }
+    const ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(destroy_wait_sec);
+    // (A lost device completes nothing: no endpoint waits for it.)
+    while ((ep->comps_unreleased != 0) && !iface->super.device_lost) {
+        const unsigned n = poll_tx(iface);
+        if ((iface->parked != nullptr) || (iface->settling != nullptr)) {
+            settle_parked(iface); // (nested in it: the rest of its list first)
+        }
+        if ((n == 0) && (ucs_get_time() > deadline)) {
+            break;
+        }
+    }
+    iface->in_progress = nested;
+    if (ep->comps_unreleased != 0) {
+        ep->comps_abandoned = true;
+        ucs_warn("%s: endpoint %p destroyed with %u zero-copy sends the device did not "
+                 "complete%s: their completions will not be called", iface->tl->name,
+                 static_cast<void *>(ep), ep->comps_unreleased,
+                 iface->super.device_lost ? " (device lost)" : " within the wait");
+    }
+    if (!nested && !iface->graveyard.empty()) {
+        free_deferred(iface);
+    }
+}
+
+} // namespace
+
 void ep_release(rd_ep *ep)
 {
     rd_iface *iface = ep->iface;
     ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
     ep->pending.purge(nullptr, nullptr);
-    ep->flush_waiters.clear();
     ep->resend_next = nullptr;
+    ep->destroyed   = true; // (release_desc leaves its flush waiters to us)
+    // What was not acknowledged is canceled, as by UCX's transports; each
+    // descriptor is released, and its completion called, once no work
+    // request can read it (settle_dropped): now, or in wait_for_comps().
     ep->tx.purge([ep](rel::tx_pkt *p) {
-        auto *d = reinterpret_cast<tx_desc *>(p);
-        d->comp = nullptr; // UCT: a destroyed endpoint completes nothing
+        auto *d   = reinterpret_cast<tx_desc *>(p);
+        d->status = UCS_ERR_CANCELED;
         settle_dropped(ep->iface, d);
     });
     if (ep->partner != nullptr) {
@@ -513,7 +579,17 @@ void ep_release(rd_ep *ep)
         }
     }
     iface->eps.remove(ep->id);
-    ep->destroyed = true;
+    if (__builtin_expect(ep->comps_unreleased != 0, 0)) {
+        wait_for_comps(ep);
+    }
+    // A flush waited for sends that are now completed or canceled.
+    std::vector<uct_completion_t *> waiters;
+    waiters.swap(ep->flush_waiters);
+    if (!ep->comps_abandoned) {
+        for (uct_completion_t *c : waiters) {
+            uct_invoke_completion(c, UCS_ERR_CANCELED);
+        }
+    }
     if ((ep->unreleased == 0) && !iface->in_progress) {
         ep_free(ep);
     } else {

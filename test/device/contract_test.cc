@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What UCT's callers (UCP) rely on, over every zv transport: bad input is
-// refused without harm to the connection (UCX's uct_p2p_err_test and
+// What UCT's callers (UCP) rely on, over every zv transport: a destroyed
+// endpoint has completed its operations, and bad input is refused without
+// harm to the connection (UCX's test_uct_ep, uct_p2p_err_test and
 // uct_p2p_am_alignment ask the same of UCX's own transports).
 #include "test_util.h"
 #include "uct_fixture.h"
+
+#include "rd/rd_iface.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -14,6 +17,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace zv::test {
@@ -117,16 +121,16 @@ protected:
         return true;
     }
 
-    /// A message sent on 'ep' now arrives at m_b, and the endpoint flushes:
-    /// the connection still works.
-    void expect_connection_works(uct_ep_h ep, uint64_t value)
+    /// A message sent on 'ep' (AM 'id') now arrives at m_b, and the
+    /// endpoint flushes: the connection still works.
+    void expect_connection_works(uct_ep_h ep, uint64_t value, uint8_t id = am_id)
     {
         am_values sink;
-        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler,
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, id, am_values::handler,
                                                    &sink, 0));
         ucs_status_t st = UCS_ERR_NO_RESOURCE;
         ASSERT_TRUE(wait_for([&] {
-            st = uct_ep_am_short(ep, am_id, value, nullptr, 0);
+            st = uct_ep_am_short(ep, id, value, nullptr, 0);
             return st != UCS_ERR_NO_RESOURCE;
         }, 10));
         ASSERT_EQ(UCS_OK, st);
@@ -171,6 +175,235 @@ protected:
 size_t pack_nothing(void *, void *) { return 0; }
 
 } // namespace
+
+// ---------------------------------------------------------------- item 1
+
+namespace {
+
+/// A zero-copy send's completion: the buffer is the user's again, and the
+/// user writes over it at once (as a request completed by UCP may be
+/// reused). If a work request could still read it, the peer would get the
+/// poison.
+struct poisoning_comp {
+    uct_completion_t super;
+    char            *slice  = nullptr;
+    size_t           len    = 0;
+    int              done   = 0;
+    ucs_status_t     status = UCS_OK;
+
+    static void cb(uct_completion_t *self)
+    {
+        auto *c   = reinterpret_cast<poisoning_comp *>(self);
+        ++c->done;
+        c->status = self->status;
+        std::memset(c->slice, 0xee, c->len);
+    }
+    poisoning_comp()
+    {
+        super.func   = cb;
+        super.count  = 1;
+        super.status = UCS_OK;
+    }
+};
+
+/// Counts the messages it gets and those that are not the pattern.
+struct pattern_sink {
+    unsigned got = 0, bad = 0;
+    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
+    {
+        auto *self = static_cast<pattern_sink *>(arg);
+        ++self->got;
+        self->bad += check(data, length, 5) ? 0 : 1;
+        return UCS_OK;
+    }
+};
+
+} // namespace
+
+/// uct_ep_destroy() with zero-copy sends outstanding (posted, not flushed,
+/// no progress since) has called every one's completion when it returns,
+/// and a pending flush's, as UCP's forced close relies on (UCX's
+/// test_uct_ep.destroy_entity_after_send). Each completion comes only once
+/// no work request can read the send's buffer: each poisons its buffer,
+/// and the peer never receives the poison. On ud_zv and uc_zv the
+/// destroyed endpoint keeps nothing that waits for the device (it is not
+/// left in the graveyard).
+TEST_P(uct_contract, a_destroyed_endpoint_has_completed_its_zero_copy_sends)
+{
+    pattern_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, pattern_sink::handler, &sink,
+                                               0));
+    constexpr unsigned rounds = 10, max_ops = 128;
+    const size_t len = std::min<size_t>(m_a.attr.cap.am.max_zcopy, 4096);
+    region r         = reg(len * max_ops, UCT_MD_MEM_ACCESS_ALL);
+    unsigned outstanding_total = 0;
+    for (unsigned round = 0; round < rounds; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        uct_ep_h ep = connected_ep(m_a, m_b);
+        ASSERT_NE(nullptr, ep);
+        std::vector<poisoning_comp> comps(max_ops);
+        std::vector<unsigned> outstanding;
+        for (unsigned i = 0; i < max_ops; ++i) {
+            char *slice     = static_cast<char *>(r.addr) + i * len;
+            comps[i].slice  = slice;
+            comps[i].len    = len;
+            fill(slice, len, 5);
+            uct_iov_t iov   = {slice, len, r.memh, 0, 1};
+            ucs_status_t st = uct_ep_am_zcopy(ep, am_id, nullptr, 0, &iov, 1, 0,
+                                              &comps[i].super);
+            if (st == UCS_INPROGRESS) {
+                outstanding.push_back(i);
+                continue;
+            }
+            if (st == UCS_OK) {
+                continue; // done at once: no completion comes
+            }
+            ASSERT_EQ(UCS_ERR_NO_RESOURCE, st);
+            break;
+        }
+        counting_comp flush_comp;
+        ucs_status_t fst = uct_ep_flush(ep, 0, &flush_comp.super);
+        ASSERT_TRUE((fst == UCS_OK) || (fst == UCS_INPROGRESS) ||
+                    (fst == UCS_ERR_NO_RESOURCE)) << ucs_status_string(fst);
+        outstanding_total += outstanding.size();
+
+        uct_ep_destroy(ep); // no progress since the sends
+
+        unsigned missing = 0;
+        for (unsigned i : outstanding) {
+            if (comps[i].done != 1) {
+                ++missing;
+                continue;
+            }
+            EXPECT_TRUE((comps[i].status == UCS_ERR_CANCELED) || (comps[i].status == UCS_OK))
+                    << "send " << i << ": " << ucs_status_string(comps[i].status);
+        }
+        EXPECT_EQ(0u, missing) << "of " << outstanding.size()
+                               << " zero-copy sends outstanding at uct_ep_destroy()";
+        if (fst == UCS_INPROGRESS) {
+            EXPECT_EQ(1, flush_comp.done) << "the pending flush was not completed";
+        }
+        if (is_rd()) {
+            EXPECT_TRUE(rd::to_rd(m_a.iface)->graveyard.empty())
+                    << "the destroyed endpoint still waits for the device";
+        }
+        if (HasFailure()) {
+            break;
+        }
+    }
+    EXPECT_GT(outstanding_total, 0u) << "nothing was outstanding: the test tested nothing";
+    // The interface is fine: a new endpoint's messages arrive. Whatever
+    // the destroyed endpoints' sends delivered was not poisoned.
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    expect_connection_works(ep, 7, am_id + 1);
+    EXPECT_EQ(0u, sink.bad) << "of " << sink.got << " messages received, " << sink.bad
+                            << " carried the poison written at their completion";
+    dereg(r);
+}
+
+namespace {
+
+/// The completion of one endpoint's send destroys another endpoint, inside
+/// progress, and records what the other's completions had seen by then.
+struct destroy_in_callback {
+    uct_completion_t                  super;
+    uct_ep_h                          victim = nullptr;
+    const std::vector<counting_comp> *comps  = nullptr;
+    const std::vector<unsigned>      *outstanding = nullptr;
+    bool                              called = false;
+    unsigned                          done_at_return = 0;
+
+    static void cb(uct_completion_t *self)
+    {
+        auto *d = reinterpret_cast<destroy_in_callback *>(self);
+        d->called = true;
+        uct_ep_destroy(d->victim);
+        for (unsigned i : *d->outstanding) {
+            d->done_at_return += static_cast<unsigned>((*d->comps)[i].done);
+        }
+    }
+};
+
+} // namespace
+
+/// The same when the endpoint is destroyed from a completion callback,
+/// inside progress: its sends have not been acknowledged (its peer does
+/// not progress), some may still be in the send queue.
+TEST_P(uct_contract, an_endpoint_destroyed_inside_progress_has_completed_its_sends)
+{
+    uct_side c;
+    using self_t = std::remove_pointer_t<decltype(this)>;
+    struct closer {
+        self_t       *t;
+        uct_side     *s;
+        ~closer() { t->close_side(*s); } // (also when an ASSERT returns)
+    } close_c{this, &c};
+    open_side(c);
+    unsigned got_b = 0, got_c = 0;
+    auto counter = [](void *arg, void *, size_t, unsigned) {
+        ++*static_cast<unsigned *>(arg);
+        return UCS_OK;
+    };
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter, &got_b, 0));
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(c.iface, am_id, counter, &got_c, 0));
+    const size_t len = std::min<size_t>(m_a.attr.cap.am.max_zcopy, 4096);
+    region r         = reg(len, UCT_MD_MEM_ACCESS_ALL);
+    uct_iov_t iov    = {r.addr, len, r.memh, 0, 1};
+
+    for (unsigned round = 0; round < 5; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        uct_ep_h victim = create_ep(m_a, m_b);
+        ASSERT_TRUE(progress_until({&m_a, &m_b, &c}, [&] {
+            return uct_ep_flush(victim, 0, nullptr) == UCS_OK;
+        }));
+        uct_ep_h other = connected_ep(m_a, c);
+        ASSERT_NE(nullptr, other);
+        std::vector<counting_comp> comps(64);
+        std::vector<unsigned> outstanding;
+        for (unsigned i = 0; i < comps.size(); ++i) {
+            ucs_status_t st = uct_ep_am_zcopy(victim, am_id, nullptr, 0, &iov, 1, 0,
+                                              &comps[i].super);
+            if (st == UCS_INPROGRESS) {
+                outstanding.push_back(i);
+            } else if (st != UCS_OK) {
+                ASSERT_EQ(UCS_ERR_NO_RESOURCE, st);
+                break;
+            }
+        }
+        destroy_in_callback d;
+        d.super.func   = destroy_in_callback::cb;
+        d.super.count  = 1;
+        d.super.status = UCS_OK;
+        d.victim       = victim;
+        d.comps        = &comps;
+        d.outstanding  = &outstanding;
+        ucs_status_t st = UCS_ERR_NO_RESOURCE;
+        ASSERT_TRUE(progress_until({&m_a, &c}, [&] {
+            st = uct_ep_am_zcopy(other, am_id, nullptr, 0, &iov, 1, 0, &d.super);
+            return st != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_INPROGRESS, st);
+        // m_b does not progress: the victim's sends stay unacknowledged.
+        ASSERT_TRUE(progress_until({&m_a, &c}, [&] { return d.called; }, 20))
+                << "the other endpoint's send did not complete";
+        EXPECT_EQ(outstanding.size(), d.done_at_return)
+                << "completions called when uct_ep_destroy() returned inside progress";
+        // Progress frees what was deferred; nothing is left waiting.
+        progress_until({&m_a, &m_b, &c}, [&] { return false; }, 0.2);
+        if (is_rd()) {
+            EXPECT_TRUE(rd::to_rd(m_a.iface)->graveyard.empty());
+        }
+        for (unsigned i : outstanding) {
+            EXPECT_EQ(1, comps[i].done) << "send " << i << " completed twice or never";
+        }
+        uct_ep_destroy(other);
+        if (HasFailure()) {
+            break;
+        }
+    }
+    dereg(r);
+}
 
 // ---------------------------------------------------------------- item 5
 
