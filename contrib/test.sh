@@ -89,10 +89,12 @@ else
         # The release tarball: it builds in a directory of its own, passes
         # the quick unit tests, installs under a prefix (DESTDIR too) and
         # uninstalls cleanly. Of the test programs it builds only what those
-        # tests run (the device tests and MPI programs are the device tier's).
+        # tests run: zv_unit, and zv_probe for module_load.sh (the device
+        # tests and the other MPI programs are the device tier's).
         echo "==== make distcheck"
         if stage_run "make distcheck" make -C "$build" distcheck TESTS="$ZV_DISTCHECK_TESTS" \
-               check_PROGRAMS='test/unit/zv_unit$(EXEEXT)' > "$build/distcheck.log" 2>&1; then
+               check_PROGRAMS='test/unit/zv_unit$(EXEEXT) mpi-tests/zv_probe$(EXEEXT)' \
+               > "$build/distcheck.log" 2>&1; then
             echo "distcheck: 1 passed, 0 failed"
             grep -E '^(PASS|FAIL|ERROR):|archives ready' "$build/distcheck.log" | sed 's/^/  /' || true
         else

@@ -2,6 +2,8 @@
 // The base UCT interface shared by the zv transports.
 #include "iface/zv_iface.h"
 
+#include "iface/check.h"
+
 #include <ucs/debug/log_def.h>
 #include <ucs/sys/string.h>
 
@@ -21,6 +23,11 @@ ucs_status_t init(zv_iface *iface, const uct_iface_ops_t *ops,
         ucs_error("zv: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
         return UCS_ERR_UNSUPPORTED;
     }
+    // Before anything is built: a refused interface leaves nothing behind.
+    ucs_status_t status = check_iface_params(params->mode.device.tl_name, params);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     md::zv_md *zmd               = md::from_uct(md);
     const verbs::port_info *port = md::find_port(zmd, params->mode.device.dev_name);
@@ -34,13 +41,10 @@ ucs_status_t init(zv_iface *iface, const uct_iface_ops_t *ops,
     // our objects are not built through UCS_CLASS_NEW (see layout_check.h
     // for why the layouts are known to agree).
     // It copies the ops (a constant table here) into the interface.
-    int init_count      = 1;
-    ucs_status_t status = uct_base_iface_t_init(&iface->super,
-                                                &uct_base_iface_t_class,
-                                                &init_count,
-                                                const_cast<uct_iface_ops_t *>(ops),
-                                                internal_ops,
-                                                md, worker, params, config);
+    int init_count = 1;
+    status         = uct_base_iface_t_init(&iface->super, &uct_base_iface_t_class,
+                                           &init_count, const_cast<uct_iface_ops_t *>(ops),
+                                           internal_ops, md, worker, params, config);
     if (status != UCS_OK) {
         return status;
     }

@@ -108,6 +108,8 @@ struct zv_iface {
     double                   remote_latency = 0;
     event_handler            on_event  = nullptr;
     int                      events_id = -1; ///< listener id at md->events
+    /// The transport's name ("rc_zv"), for logs; set by the transport.
+    const char              *tl_name   = "zv";
     /// A device-fatal event arrived: no new endpoints (set by the handler).
     bool                     device_lost = false;
     /// RoCE over IPv4: which peers' GIDs this port can reach.

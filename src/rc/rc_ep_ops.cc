@@ -2,7 +2,16 @@
 // rc_zv endpoint operations: active messages, RMA, atomics.
 #include "rc/rc_ep_inl.h"
 
+#include "iface/check.h"
+
 namespace zv::rc {
+
+namespace {
+/// Short sends go inline: the 8-byte AM header and the payload together
+/// fit what the device granted (iface_query's max_short, which counts the
+/// header as UCT's does).
+constexpr size_t short_hdr = sizeof(uint64_t);
+} // namespace
 
 // ---------------------------------------------------------------- AM
 
@@ -10,7 +19,14 @@ ucs_status_t am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
                       const void *payload, unsigned length)
 {
     rc_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_short", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_short", "header + payload",
+                                     short_hdr + length, ep->iface->max_inline);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
@@ -29,15 +45,23 @@ ucs_status_t am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
                           size_t iovcnt)
 {
     rc_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_short_iov", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_iovcnt(&ep->iface->super, "am_short_iov", iovcnt, 4);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        // (max_short: what iface_query promises; no header of its own)
+        status = iface::check_length(&ep->iface->super, "am_short_iov", "payload",
+                                     iface::iov_total(iov, iovcnt), ep->iface->max_inline);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
     ibv_sge sge[4];
     size_t total = 0;
-    if (iovcnt > 4) {
-        return UCS_ERR_INVALID_PARAM;
-    }
     fill_sge_iov(sge, iov, iovcnt, &total);
     ibv_send_wr &wr = ep->wr;
     wr.opcode      = IBV_WR_SEND_WITH_IMM;
@@ -55,7 +79,10 @@ ssize_t am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
     iface::buffer *b;
     char *data;
     tx_op *op;
-    ucs_status_t status = start_bounced(ep, &b, &data, &op);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_bcopy", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = start_bounced(ep, &b, &data, &op);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
@@ -75,12 +102,22 @@ ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     rc_iface *iface = ep->iface;
     // What iface_query advertises: a larger message would overrun the
     // peer's receive buffer and end the connection (both sides' QPs).
-    if (__builtin_expect((header_length > am_zcopy_max_hdr) || (iovcnt > am_zcopy_max_iov) ||
-                         (header_length + iface::iov_total(iov, iovcnt) > iface->settings.seg_size),
-                         0)) {
-        return UCS_ERR_INVALID_PARAM;
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_zcopy", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_zcopy", "header", header_length,
+                                     am_zcopy_max_hdr);
     }
-    ucs_status_t status = check_tx(ep);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_iovcnt(&ep->iface->super, "am_zcopy", iovcnt, am_zcopy_max_iov);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_zcopy", "header + payload",
+                                     header_length + iface::iov_total(iov, iovcnt),
+                                     iface->settings.seg_size);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
@@ -126,8 +163,13 @@ ucs_status_t am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
 ucs_status_t put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
                        uint64_t remote_addr, uct_rkey_t rkey)
 {
-    rc_ep *ep           = to_ep(uct_ep);
-    ucs_status_t status = check_tx(ep);
+    rc_ep *ep = to_ep(uct_ep);
+    // An inline write longer than the device granted fails its post.
+    ucs_status_t status = iface::check_length(&ep->iface->super, "put_short", "payload", length,
+                                              ep->iface->max_inline);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }

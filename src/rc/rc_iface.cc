@@ -259,7 +259,8 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
     if (iface->max_inline >= sizeof(uint64_t)) {
         attr->cap.flags |= UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_PUT_SHORT;
-        attr->cap.am.max_short  = iface->max_inline - sizeof(uint64_t);
+        // (UCT's max_short counts the 8-byte header: header + payload fit it)
+        attr->cap.am.max_short  = iface->max_inline;
         attr->cap.put.max_short = iface->max_inline;
     }
     attr->cap.am.max_bcopy       = seg;
@@ -602,7 +603,8 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
         delete iface;
         return status;
     }
-    iface->settings = settings;
+    iface->settings       = settings;
+    iface->super.tl_name  = "rc_zv";
     status          = create_resources(iface, params);
     if (status != UCS_OK) {
         destroy_resources(iface);

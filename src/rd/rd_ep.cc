@@ -4,6 +4,8 @@
 // requests and of destroyed ones.
 #include "rd/rd_send.h"
 
+#include "iface/check.h"
+
 #include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
 
@@ -16,6 +18,12 @@ namespace zv::rd {
 namespace {
 
 constexpr size_t am_zcopy_max_hdr = 64;
+
+/// How long ep_release() waits for the send queue to pass a destroyed
+/// endpoint's zero-copy sends. UD and UC sends complete at the sender,
+/// without the peer: this is long only when the device does not complete
+/// them at all.
+constexpr double destroy_wait_sec = 1.0;
 
 /// Release callback of the sender: the packet was acknowledged.
 struct on_acked {
@@ -42,12 +50,16 @@ ucs_status_t ep_am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
 {
     rd_ep *ep           = to_ep(uct_ep);
     worker_scope scope(&ep->iface->as.gate);
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_short", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_short", "header + payload",
+                                     sizeof(header) + length, ep->iface->max_payload);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
-    }
-    if (__builtin_expect(sizeof(header) + length > ep->iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
     }
     tx_desc *d = desc_get(ep, rd_hdr::data, sizeof(header) + length);
     if (__builtin_expect(d == nullptr, 0)) {
@@ -66,13 +78,18 @@ ucs_status_t ep_am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
 {
     rd_ep *ep           = to_ep(uct_ep);
     worker_scope scope(&ep->iface->as.gate);
-    ucs_status_t status = check_tx(ep);
+    const size_t total  = iface::iov_total(iov, iovcnt);
+    // (max_short: what iface_query promises; no header of its own)
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_short_iov", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_short_iov", "payload", total,
+                                     ep->iface->max_payload);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
-    }
-    size_t total = iface::iov_total(iov, iovcnt);
-    if (__builtin_expect(total > ep->iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
     }
     tx_desc *d = desc_get(ep, rd_hdr::data, total);
     if (__builtin_expect(d == nullptr, 0)) {
@@ -95,7 +112,10 @@ ssize_t ep_am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
 {
     rd_ep *ep           = to_ep(uct_ep);
     worker_scope scope(&ep->iface->as.gate);
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_bcopy", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
@@ -105,7 +125,7 @@ ssize_t ep_am_bcopy(uct_ep_h uct_ep, uint8_t id, uct_pack_callback_t pack_cb,
     }
     size_t length = pack_cb(d->payload(), arg);
     if (__builtin_expect(length > ep->iface->max_payload, 0)) {
-        ucs_error("%s: am_bcopy packed %zu bytes, more than the %u allowed",
+        ucs_error("%s: am_bcopy: invalid length %zu packed (expected <= %u)",
                   ep->iface->tl->name, length, ep->iface->max_payload);
         iface::buffer_pool::put(d->buf);
         return UCS_ERR_INVALID_PARAM;
@@ -123,17 +143,24 @@ ucs_status_t ep_am_zcopy(uct_ep_h uct_ep, uint8_t id, const void *header,
     rd_ep *ep           = to_ep(uct_ep);
     rd_iface *iface     = ep->iface;
     worker_scope scope(&ep->iface->as.gate);
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_zcopy", id);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_zcopy", "header", header_length,
+                                     std::min<size_t>(am_zcopy_max_hdr, iface->max_payload));
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_iovcnt(&ep->iface->super, "am_zcopy", iovcnt, max_sge - 1);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "am_zcopy", "header + payload",
+                                     header_length + iface::iov_total(iov, iovcnt),
+                                     iface->max_payload);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
-    }
-    if (__builtin_expect((header_length > am_zcopy_max_hdr) ||
-                         (iovcnt > max_sge - 1), 0)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    size_t total = header_length + iface::iov_total(iov, iovcnt);
-    if (__builtin_expect(total > iface->max_payload, 0)) {
-        return UCS_ERR_INVALID_PARAM;
     }
     tx_desc *d = desc_get(ep, rd_hdr::data, header_length);
     if (__builtin_expect(d == nullptr, 0)) {
@@ -217,7 +244,10 @@ void send_desc(rd_ep *ep, tx_desc *d, size_t len)
     h->psn = ep->tx.push(&d->pkt, clock_now(ep->iface));
     // Someone waits for this packet's ack (its completion, or room in the
     // window): the receiver acknowledges it at once, not after ack_delay.
-    if ((d->comp != nullptr) || ep->tx.window_full()) {
+    if (d->comp != nullptr) {
+        h->type |= rd_hdr::flag_ack_req;
+        ++ep->comps_unreleased;
+    } else if (ep->tx.window_full()) {
         h->type |= rd_hdr::flag_ack_req;
     }
     ++ep->unreleased;
@@ -481,6 +511,60 @@ void ep_free(rd_ep *ep)
     delete ep;
 }
 
+namespace {
+
+/*
+ * A destroyed endpoint's zero-copy sends (the descriptors with a
+ * completion) are completed before uct_ep_destroy() returns, as UCT's
+ * callers expect (UCP's forced close frees its requests after it), but a
+ * completion hands the user's buffer back, so it may only come once no
+ * posted work request can read that buffer: the descriptor's release
+ * (release_desc), which waits for an acknowledgement or for the send queue
+ * to have passed every posting of it (settle_dropped). A UD or UC send
+ * completes at the sender, so polling the send CQ gets there in
+ * microseconds. It is polled here, with a bound (destroy_wait_sec): the
+ * completions of the interface's other sends are handled on the way, and
+ * callbacks may destroy further endpoints, whose frees are deferred as
+ * inside progress. A device that completes nothing in that time (a QP
+ * stuck in the error state until progress resets it), or a lost one (not
+ * waited for), is the one case left: its buffers are still the device's,
+ * so those completions are never called (a request that never ends,
+ * logged), not called early.
+ */
+[[gnu::cold, gnu::noinline]] void wait_for_comps(rd_ep *ep)
+{
+    rd_iface *iface   = ep->iface;
+    const bool nested = iface->in_progress;
+    iface->in_progress = true;
+    if (!nested) {
+        iface->now_valid = false;
+    }
+    const ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(destroy_wait_sec);
+    // (A lost device completes nothing: no endpoint waits for it.)
+    while ((ep->comps_unreleased != 0) && !iface->super.device_lost) {
+        const unsigned n = poll_tx(iface);
+        if ((iface->parked != nullptr) || (iface->settling != nullptr)) {
+            settle_parked(iface); // (nested in it: the rest of its list first)
+        }
+        if ((n == 0) && (ucs_get_time() > deadline)) {
+            break;
+        }
+    }
+    iface->in_progress = nested;
+    if (ep->comps_unreleased != 0) {
+        ep->comps_abandoned = true;
+        ucs_warn("%s: endpoint %p destroyed with %u zero-copy sends the device did not "
+                 "complete%s: their completions will not be called", iface->tl->name,
+                 static_cast<void *>(ep), ep->comps_unreleased,
+                 iface->super.device_lost ? " (device lost)" : " within the wait");
+    }
+    if (!nested && !iface->graveyard.empty()) {
+        free_deferred(iface);
+    }
+}
+
+} // namespace
+
 void ep_release(rd_ep *ep)
 {
     rd_iface *iface = ep->iface;
@@ -489,11 +573,14 @@ void ep_release(rd_ep *ep)
     }
     ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
     ep->pending.purge(nullptr, nullptr);
-    ep->flush_waiters.clear();
     ep->resend_next = nullptr;
+    ep->destroyed   = true; // (release_desc leaves its flush waiters to us)
+    // What was not acknowledged is canceled, as by UCX's transports; each
+    // descriptor is released, and its completion called, once no work
+    // request can read it (settle_dropped): now, or in wait_for_comps().
     ep->tx.purge([ep](rel::tx_pkt *p) {
-        auto *d = reinterpret_cast<tx_desc *>(p);
-        d->comp = nullptr; // UCT: a destroyed endpoint completes nothing
+        auto *d   = reinterpret_cast<tx_desc *>(p);
+        d->status = UCS_ERR_CANCELED;
         settle_dropped(ep->iface, d);
     });
     if (ep->partner != nullptr) {
@@ -513,7 +600,17 @@ void ep_release(rd_ep *ep)
         }
     }
     iface->eps.remove(ep->id);
-    ep->destroyed = true;
+    if (__builtin_expect(ep->comps_unreleased != 0, 0)) {
+        wait_for_comps(ep);
+    }
+    // A flush waited for sends that are now completed or canceled.
+    std::vector<uct_completion_t *> waiters;
+    waiters.swap(ep->flush_waiters);
+    if (!ep->comps_abandoned) {
+        for (uct_completion_t *c : waiters) {
+            uct_invoke_completion(c, UCS_ERR_CANCELED);
+        }
+    }
     if ((ep->unreleased == 0) && !iface->in_progress) {
         ep_free(ep);
     } else {

@@ -32,6 +32,12 @@ struct rd_ep {
     rel::sender         tx;
     rx_conn            *partner     = nullptr;
     unsigned            unreleased  = 0;     ///< descriptors not yet released
+    /// Of those, the ones with a completion (zero-copy sends, which read
+    /// the user's memory): ep_release() waits for them.
+    unsigned            comps_unreleased = 0;
+    /// Destroyed while a send queue still held some of those past the
+    /// wait: their completions are not called (see ep_release).
+    bool                comps_abandoned = false;
     tx_desc            *resend_next = nullptr; ///< go-back-N cursor
     rd_ep              *busy_next   = nullptr;
     rd_ep              *pending_next = nullptr;
@@ -52,7 +58,11 @@ void ep_register(rd_ep *ep);
 /// Undo ep_new() for an endpoint that was never registered (create failed).
 void ep_discard(rd_ep *ep);
 /// Second half of destroying an endpoint: drop its work, unlink it, free
-/// its id, and free it now or once its last send completes.
+/// its id, and free it now or once its last send completes. Every
+/// completion of its sends and flushes has been called when it returns
+/// (UCS_ERR_CANCELED for what was not acknowledged), each only once no
+/// work request can read the send's memory. May be called inside progress
+/// (a callback) and from outside.
 void ep_release(rd_ep *ep);
 void ep_free(rd_ep *ep);
 /// Fail outstanding work and report once; 'why' says what happened.

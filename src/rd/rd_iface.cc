@@ -14,61 +14,65 @@
 
 namespace zv::rd {
 
-namespace {
-
-constexpr unsigned tx_poll_batch = 16;
-
 unsigned poll_tx(rd_iface *iface)
 {
-    ibv_wc wc[tx_poll_batch];
-    int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
-    if (n <= 0) {
-        return 0;
+    unsigned n = 0;
+    if (iface->tx_wc_next == iface->tx_wc_count) {
+        int got = ibv_poll_cq(iface->send_cq, tx_poll_batch, iface->tx_wc);
+        if (got <= 0) {
+            return 0;
+        }
+        n                  = static_cast<unsigned>(got);
+        iface->tx_wc_count = n;
+        iface->tx_wc_next  = 0;
+        iface->tx_completions += n;
     }
-    iface->tx_completions += static_cast<unsigned>(n);
-    for (int i = 0; i < n; ++i) {
-        if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
+    // The cursor is the interface's: a callback below (a completion, an
+    // error handler) may destroy an endpoint, whose wait for its sends
+    // handles the rest of this batch. So each entry is accounted for
+    // before anything is called back.
+    while (iface->tx_wc_next < iface->tx_wc_count) {
+        const ibv_wc wc = iface->tx_wc[iface->tx_wc_next++];
+        // (Flushed unsignaled work, wr_id_silent, only comes with an error:
+        // the reset that follows counts it (tx_reset), and its descriptor
+        // is the acknowledgement's.)
+        if (__builtin_expect(wc.wr_id != wr_id_silent, 1)) {
+            // A signaled work request, and the unsignaled ones before it on
+            // its send queue.
+            const unsigned cover   = static_cast<unsigned>(wc.wr_id >> wr_id_cover_shift);
+            const uint64_t ptr     = wc.wr_id & wr_id_ptr_mask;
+            iface->tx_outstanding -= cover;
+            --iface->tx_signaled;
+            if (ptr & wr_id_ctl) {
+                // A control packet: its buffer (none when it went inline) is free.
+                iface->sq.done += cover;
+                auto *cb = reinterpret_cast<iface::buffer *>(ptr & ~wr_id_ctl);
+                if (cb != nullptr) {
+                    iface::buffer_pool::put(cb);
+                }
+            } else {
+                auto *d = reinterpret_cast<tx_desc *>(ptr);
+                d->ep->sq->done += cover;
+                if ((--d->in_flight == 0) && d->acked) {
+                    release_desc(iface, d);
+                }
+            }
+        }
+        if (__builtin_expect(wc.status != IBV_WC_SUCCESS, 0)) {
             // A packet that did not leave is like one lost on the wire; what
             // it means for the QP is the transport's to say.
-            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
-                ucs_debug("qp 0x%x: send completion error: %s", wc[i].qp_num,
-                          ibv_wc_status_str(wc[i].status));
+            if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+                ucs_debug("qp 0x%x: send completion error: %s", wc.qp_num,
+                          ibv_wc_status_str(wc.status));
             }
-            iface->tl->wc_error(iface, wc[i]);
-            if (wc[i].wr_id == wr_id_silent) {
-                // Flushed unsignaled work: the reset that follows counts it
-                // (tx_reset), and its descriptor is the acknowledgement's.
-                continue;
-            }
-        }
-        // A signaled work request, and the unsignaled ones before it on
-        // its send queue.
-        const unsigned cover   = static_cast<unsigned>(wc[i].wr_id >> wr_id_cover_shift);
-        const uint64_t ptr     = wc[i].wr_id & wr_id_ptr_mask;
-        iface->tx_outstanding -= cover;
-        --iface->tx_signaled;
-        if (ptr & wr_id_ctl) {
-            // A control packet: its buffer (none when it went inline) is free.
-            iface->sq.done += cover;
-            auto *cb = reinterpret_cast<iface::buffer *>(ptr & ~wr_id_ctl);
-            if (cb != nullptr) {
-                iface::buffer_pool::put(cb);
-            }
-            continue;
-        }
-        auto *d = reinterpret_cast<tx_desc *>(ptr);
-        d->ep->sq->done += cover;
-        if ((--d->in_flight == 0) && d->acked) {
-            release_desc(iface, d);
+            iface->tl->wc_error(iface, wc);
         }
     }
-    if (__builtin_expect(iface->parked != nullptr, 0)) {
+    if (__builtin_expect((iface->parked != nullptr) || (iface->settling != nullptr), 0)) {
         settle_parked(iface);
     }
-    return static_cast<unsigned>(n);
+    return n;
 }
-
-} // namespace
 
 template <bool Faults> unsigned progress_begin(rd_iface *iface)
 {
@@ -142,6 +146,7 @@ ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl, const uct_iface
         return status;
     }
     iface->tl       = tl;
+    iface->super.tl_name = tl->name;
     iface->settings = settings;
     iface->tx_limit = settings.common.tx_queue_len;
     // With a send queue per endpoint, idle endpoints' unsignaled tails hold
@@ -294,7 +299,8 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
                            UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CONNECT_TO_IFACE |
                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
     attr->cap.event_flags = 0; // retransmission needs progress: no sleeping
-    attr->cap.am.max_short       = iface->max_payload - sizeof(uint64_t);
+    // (UCT's max_short counts the 8-byte header: header + payload fit it)
+    attr->cap.am.max_short       = iface->max_payload;
     attr->cap.am.max_bcopy       = iface->max_payload;
     attr->cap.am.min_zcopy       = 0;
     attr->cap.am.max_zcopy       = iface->max_payload;

@@ -139,6 +139,8 @@ inline uint32_t put_imm(uint16_t psn, bool ack_req)
 constexpr size_t small_payload = 128;
 
 constexpr unsigned max_sge   = 4;  ///< header + up to 3 iov entries
+/// Send completions taken from the CQ at once (rd_iface::tx_wc).
+constexpr unsigned tx_poll_batch = 16;
 /*
  * A send work request's wr_id. A signaled one names what its completion
  * gives back (a descriptor, or with wr_id_ctl a control packet's buffer:
@@ -250,7 +252,9 @@ struct send_queue {
 /// transmitted, so the one unsignaled posting a descriptor can have (its
 /// first) was read by then; a descriptor dropped without an
 /// acknowledgement (its endpoint failed or was destroyed) waits until the
-/// send queue is known to have passed that posting (settle_dropped()).
+/// send queue is known to have passed that posting (settle_dropped()); when
+/// it has a completion (a zero-copy send, whose sges read the user's
+/// memory), destroying its endpoint waits for that (ep_release()).
 struct tx_desc {
     rel::tx_pkt       pkt;       ///< first: the sender links these
     rd_ep            *ep;
@@ -341,8 +345,18 @@ struct rd_iface {
     unsigned                 tx_silent      = 0;
     unsigned                 tx_silent_max  = 0;
     uint64_t                 tx_posted      = 0; ///< work requests posted (statistic)
+    /// The batch of send completions poll_tx() works through: here, not on
+    /// its stack, so that a poll_tx() nested in one of its callbacks (an
+    /// endpoint destroyed there waits for its sends) takes the rest of the
+    /// batch first instead of waiting for entries already taken.
+    ibv_wc                   tx_wc[tx_poll_batch] = {};
+    unsigned                 tx_wc_next     = 0;
+    unsigned                 tx_wc_count    = 0;
     /// Dropped descriptors whose unsignaled posting may still be queued.
     tx_desc                 *parked         = nullptr;
+    /// The ones settle_parked() is working through (the interface's, as
+    /// tx_wc: a call nested in one of its callbacks goes on with them).
+    tx_desc                 *settling       = nullptr;
     /// Work requests that may be outstanding: TX_QUEUE_LEN, or 0 while the
     /// transport's QP is broken, so that nothing is posted to it (sends,
     /// resends, control packets, pending requests) until it has been reset.
@@ -455,6 +469,10 @@ void send_acks(rd_iface *iface, ucs_time_t now);
 /// Post d; 'first': its first posting, which may go unsignaled (a resend
 /// is always signaled).
 ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d, bool first);
+/// Handle send completions: the rest of the batch being handled (when
+/// nested in a callback of it), else a new batch from the send CQ.
+/// Returns the completions taken from the CQ.
+unsigned poll_tx(rd_iface *iface);
 /// A signaled work request was posted on sq: it covers sq's unsignaled ones.
 void posted_signaled(rd_iface *iface, send_queue *sq);
 /// d leaves its endpoint's window without an acknowledgement (ep_fail,

@@ -166,11 +166,16 @@ void settle_dropped(rd_iface *iface, tx_desc *d)
 
 void settle_parked(rd_iface *iface)
 {
-    tx_desc *list = iface->parked;
-    iface->parked = nullptr;
-    while (list != nullptr) {
-        tx_desc *d = list;
-        list       = d->park_next;
+    // A release calls back, and an endpoint destroyed there waits for its
+    // descriptors, some perhaps still on this list: a nested call goes on
+    // with the list first. (settle_dropped parks again on iface->parked.)
+    if (iface->settling == nullptr) {
+        iface->settling = iface->parked;
+        iface->parked   = nullptr;
+    }
+    while (iface->settling != nullptr) {
+        tx_desc *d      = iface->settling;
+        iface->settling = d->park_next;
         settle_dropped(iface, d);
     }
 }
@@ -195,7 +200,10 @@ void release_desc(rd_iface *iface, tx_desc *d)
     iface->tx_starved = false;
     --ep->unreleased;
     if (comp != nullptr) {
-        if (__builtin_expect(iface->as.active, 0)) {
+        --ep->comps_unreleased;
+        if (__builtin_expect(ep->comps_abandoned, 0)) {
+            // (ep_release gave up waiting for them: nobody is told)
+        } else if (__builtin_expect(iface->as.active, 0)) {
             async_defer_completion(iface, comp, status, ep->id);
         } else {
             uct_invoke_completion(comp, status);

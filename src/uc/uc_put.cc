@@ -3,6 +3,7 @@
 // src/rd/rel.h (see uc.cc).
 #include "uc/uc_iface.h"
 
+#include "iface/check.h"
 #include "rd/rd_send.h"
 
 #include <cstring>
@@ -37,14 +38,17 @@ ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
 {
     rd_ep *ep           = to_ep(uct_ep);
     worker_scope scope(&ep->iface->as.gate);
-    ucs_status_t status = check_tx(ep);
+    ucs_status_t status = iface::check_length(&ep->iface->super, "put_short", "payload", length,
+                                              to_uc(ep->iface)->settings.max_write);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
     tx_desc *d = put_desc(ep, length, length, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
-        return (length > to_uc(ep->iface)->settings.max_write) ? UCS_ERR_INVALID_PARAM :
-                                                          UCS_ERR_NO_RESOURCE;
+        return UCS_ERR_NO_RESOURCE;
     }
     std::memcpy(d->payload(), buffer, length);
     d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()), length, d->buf->lkey};
@@ -83,18 +87,21 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
 {
     rd_ep *ep           = to_ep(uct_ep);
     worker_scope scope(&ep->iface->as.gate);
-    ucs_status_t status = check_tx(ep);
+    const size_t total  = iface::iov_total(iov, iovcnt);
+    ucs_status_t status = iface::check_iovcnt(&ep->iface->super, "put_zcopy", iovcnt, max_sge);
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = iface::check_length(&ep->iface->super, "put_zcopy", "payload", total,
+                                     to_uc(ep->iface)->settings.max_write);
+    }
+    if (__builtin_expect(status == UCS_OK, 1)) {
+        status = check_tx(ep);
+    }
     if (__builtin_expect(status != UCS_OK, 0)) {
         return status;
     }
-    if (__builtin_expect(iovcnt > max_sge, 0)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    size_t total = iface::iov_total(iov, iovcnt);
     tx_desc *d = put_desc(ep, total, 0, remote_addr, rkey);
     if (__builtin_expect(d == nullptr, 0)) {
-        return (total > to_uc(ep->iface)->settings.max_write) ? UCS_ERR_INVALID_PARAM :
-                                                         UCS_ERR_NO_RESOURCE;
+        return UCS_ERR_NO_RESOURCE;
     }
     if (__builtin_expect(!add_iov(d, iov, iovcnt), 0)) {
         iface::buffer_pool::put(d->buf);
