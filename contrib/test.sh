@@ -45,21 +45,22 @@ if [ $quick = 1 ]; then
     # One VM boot: the UCT device tests alone (device-tests.sh runs them
     # among its other checks in the full tier).
     echo "==== UCT device tests (test/device/zv_device, one VM boot)"
-    log=$build/zv_device.log # (written in the VM: the build directory is shared)
+    # (written in the VM: the build directory is shared; kept for a look)
+    log_keep=$build/zv_device.log
     quick_device() {
         "$repo/contrib/vm/run.sh" --timeout 1600 --cpus 2 --share "$repo" --share "$build" \
-            -e ZV_BUILDDIR="$build" -- "$repo/test/device/uct-tests.sh" "$log"
+            -e ZV_BUILDDIR="$build" -- "$repo/test/device/uct-tests.sh" "$log_keep"
     }
     if ! stage_run "UCT device tests (zv_device in the VM)" quick_device; then
         status=1
     fi
-    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^\[  (PASSED|FAILED)|tests ran' "$log" || true
-    [ $status = 0 ] || tail -n 25 "$log" | cut -c1-200
+    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^\[  (PASSED|FAILED)|tests ran' "$log_keep" || true
+    [ $status = 0 ] || tail -n 25 "$log_keep" | cut -c1-200
     # gtest's summary: "[  PASSED  ] N tests." and " N FAILED TESTS"
-    dev_pass=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\.$/\1/p' "$log" | tail -n1)
-    dev_fail=$(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$log" | tail -n1)
+    dev_pass=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\.$/\1/p' "$log_keep" | tail -n1)
+    dev_fail=$(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$log_keep" | tail -n1)
     dev_pass=${dev_pass:-0} dev_fail=${dev_fail:-0}
-    if grep -q '^\[  SKIPPED \]' "$log"; then
+    if grep -q '^\[  SKIPPED \]' "$log_keep"; then
         echo "UCT device tests: a test was skipped (the device tier allows none)"
         status=1
     fi

@@ -99,26 +99,10 @@ protected:
     uct_ep_h connected_ep(uct_side &from, uct_side &to)
     {
         uct_ep_h ep = create_ep(from, to);
-        EXPECT_TRUE(progress_until({&from, &to}, [&] {
+        EXPECT_TRUE(run_until({&from, &to}, [&] {
             return uct_ep_flush(ep, 0, nullptr) == UCS_OK;
         })) << "the endpoint did not connect";
         return ep;
-    }
-
-    template <typename P>
-    static bool progress_until(const std::vector<uct_side *> &sides, P pred, double timeout = 30)
-    {
-        auto start = std::chrono::steady_clock::now();
-        while (!pred()) {
-            for (uct_side *s : sides) {
-                uct_worker_progress(s->worker);
-            }
-            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                        .count() > timeout) {
-                return pred();
-            }
-        }
-        return true;
     }
 
     /// A message sent on 'ep' (AM 'id') now arrives at m_b, and the
@@ -354,7 +338,7 @@ TEST_P(uct_contract, an_endpoint_destroyed_inside_progress_has_completed_its_sen
     for (unsigned round = 0; round < 5; ++round) {
         SCOPED_TRACE("round " + std::to_string(round));
         uct_ep_h victim = create_ep(m_a, m_b);
-        ASSERT_TRUE(progress_until({&m_a, &m_b, &c}, [&] {
+        ASSERT_TRUE(run_until({&m_a, &m_b, &c}, [&] {
             return uct_ep_flush(victim, 0, nullptr) == UCS_OK;
         }));
         uct_ep_h other = connected_ep(m_a, c);
@@ -379,18 +363,18 @@ TEST_P(uct_contract, an_endpoint_destroyed_inside_progress_has_completed_its_sen
         d.comps        = &comps;
         d.outstanding  = &outstanding;
         ucs_status_t st = UCS_ERR_NO_RESOURCE;
-        ASSERT_TRUE(progress_until({&m_a, &c}, [&] {
+        ASSERT_TRUE(run_until({&m_a, &c}, [&] {
             st = uct_ep_am_zcopy(other, am_id, nullptr, 0, &iov, 1, 0, &d.super);
             return st != UCS_ERR_NO_RESOURCE;
         }));
         ASSERT_EQ(UCS_INPROGRESS, st);
         // m_b does not progress: the victim's sends stay unacknowledged.
-        ASSERT_TRUE(progress_until({&m_a, &c}, [&] { return d.called; }, 20))
+        ASSERT_TRUE(run_until({&m_a, &c}, [&] { return d.called; }, 20))
                 << "the other endpoint's send did not complete";
         EXPECT_EQ(outstanding.size(), d.done_at_return)
                 << "completions called when uct_ep_destroy() returned inside progress";
         // Progress frees what was deferred; nothing is left waiting.
-        progress_until({&m_a, &m_b, &c}, [&] { return false; }, 0.2);
+        run_until({&m_a, &m_b, &c}, [&] { return false; }, 0.2);
         if (is_rd()) {
             EXPECT_TRUE(rd::to_rd(m_a.iface)->graveyard.empty());
         }

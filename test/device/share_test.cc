@@ -272,10 +272,12 @@ protected:
             return;
         }
         // A short CONN_TIMEOUT, shorter than the time the test spends
-        // without progress after creating the endpoints.
+        // without progress after creating the endpoints; no async thread
+        // (UCS_ASYNC_MODE_POLL), which would progress them meanwhile
+        // (uc_zv's connection manager answers from it).
         for (uct_side *s : {&m_a, &m_b}) {
             close_side(*s);
-            open_side(*s, {{"CONN_TIMEOUT", "2s"}});
+            open_side(*s, {{"CONN_TIMEOUT", "2s"}}, UCS_ASYNC_MODE_POLL);
         }
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_a.iface, am_id, sink::handler, &m_at_a, 0));
         ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, sink::handler, &m_at_b, 0));

@@ -58,6 +58,22 @@ protected:
     uct_ep_h connect(uct_side &from, uct_side &to);
     /// Progress both sides once.
     unsigned progress();
+    /// Progress 'sides' until pred() or 'timeout' seconds; returns pred().
+    template <typename P>
+    static bool run_until(const std::vector<uct_side *> &sides, P pred, double timeout = 60)
+    {
+        auto start = std::chrono::steady_clock::now();
+        while (!pred()) {
+            for (uct_side *s : sides) {
+                uct_worker_progress(s->worker);
+            }
+            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                        .count() > timeout) {
+                return pred();
+            }
+        }
+        return true;
+    }
     /// Progress until pred() or timeout (seconds); returns pred().
     template <typename P> bool wait_for(P pred, double timeout = 30.0);
 

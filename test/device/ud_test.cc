@@ -61,22 +61,6 @@ protected:
         return ep;
     }
 
-    /// Progress 'sides' until pred() or 'timeout' seconds.
-    template <typename P>
-    static bool run_until(std::vector<uct_side *> sides, P pred, double timeout = 60)
-    {
-        auto start = std::chrono::steady_clock::now();
-        while (!pred()) {
-            for (uct_side *s : sides) {
-                uct_worker_progress(s->worker);
-            }
-            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                        .count() > timeout) {
-                return pred();
-            }
-        }
-        return true;
-    }
 };
 
 /// Each message: [uint32 index][pattern seeded by index]; the receiver
