@@ -49,7 +49,7 @@ void conn_manager::shutdown()
     m_rx_mem = nullptr;
     m_connecting.clear();
     m_closing.clear();
-    m_busy = false;
+    set_busy(false);
     m_idle.clear();
     m_by_remote.clear();
     m_unused.clear();
@@ -222,7 +222,7 @@ void conn_manager::poll_send()
     for (int i = 0; i < n; ++i) {
         if (!send_done(wc[i])) {
             m_stash[m_stash_count++] = wc[i];
-            m_busy                   = true;
+            set_busy(true);
         }
     }
 }
@@ -315,7 +315,7 @@ ucs_status_t conn_manager::start(uint64_t conn_id, const device_addr &peer,
     ch.conn_id    = conn_id;
     ch.connecting = true;
     m_connecting[conn_id] = qp->qp_num;
-    m_busy                = true;
+    set_busy(true);
     peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
     if (m_in_flight[pk] < req_window) {
         send_first(ch);
@@ -566,7 +566,7 @@ unsigned conn_manager::progress()
     // A full batch means more are likely queued (a burst of requests): poll
     // on every progress until the queue is drained, as while connections
     // open or close.
-    m_busy = (n == 16) || (m_stash_count > 0) || !m_connecting.empty() || !m_closing.empty();
+    set_busy((n == 16) || (m_stash_count > 0) || !m_connecting.empty() || !m_closing.empty());
     return count;
 }
 

@@ -6,6 +6,7 @@
 #include "iface/zv_iface.h"
 #include "verbs/qp.h"
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <cstdint>
@@ -169,8 +170,12 @@ public:
 
     /// Connections being set up or closed, or messages left unread: the
     /// interface then calls progress() every time, not only every so often. One
-    /// load: the interface asks on every progress call.
-    bool busy() const { return m_busy; }
+    /// load: the interface asks on every progress call, without the async
+    /// gate (iface/async_gate.h), which progress() itself is called under.
+    bool busy() const { return m_busy.load(std::memory_order_relaxed); }
+    /// Have the worker's next progress call progress() (the async side
+    /// left it something).
+    void wake() { set_busy(true); }
     /// Messages dropped because they did not come from the interface they
     /// name, and connection requests refused by the per-peer limit.
     uint64_t spoofed() const { return m_spoofed; }
@@ -215,6 +220,7 @@ private:
         clock::time_point next_probe; ///< unused ones: when to probe next
     };
 
+    void set_busy(bool b) { m_busy.store(b, std::memory_order_relaxed); }
     void post_recv(unsigned index);
     void handle(const conn_msg &msg);
     void handle_req(const conn_msg &msg);
@@ -316,7 +322,7 @@ private:
     /// What busy() answers: set when a connection starts opening or
     /// closing, recomputed at the end of every progress() (which is then
     /// called on every interface progress until it is false again).
-    bool                               m_busy = false;
+    std::atomic<bool>                  m_busy{false};
     ibv_wc                             m_stash[16];
     int                                m_stash_count = 0;
 };

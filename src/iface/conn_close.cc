@@ -45,7 +45,7 @@ void conn_manager::begin_close(channel &ch)
     ch.next_try = now + ch.backoff;
     ch.deadline = now + m_timeout;
     m_closing.insert(ch.qp->qp_num);
-    m_busy = true;
+    set_busy(true);
     ucs_debug("qp 0x%x: closing connected qp 0x%x (peer's 0x%x)", m_qp->qp_num,
               ch.qp->qp_num, ch.remote_qpn);
     resend(ch);

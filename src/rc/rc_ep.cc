@@ -164,7 +164,10 @@ void release_slot(rc_iface *iface, rc_ep *ep)
 void free_ep(rc_ep *ep)
 {
     rc_iface *iface = ep->iface;
-    iface->conn.release(ep->qp); // the peer may still send on it
+    {
+        iface::worker_scope scope(&iface->gate);
+        iface->conn.release(ep->qp); // the peer may still send on it
+    }
     release_slot(iface, ep);
     delete ep;
 }
@@ -177,6 +180,7 @@ void foreign_completion(rc_iface *iface, const ibv_wc &wc)
     uint32_t slot = static_cast<uint32_t>(wc.wr_id >> 32);
     if (slot == probe_slot) {
         --iface->tx_outstanding;
+        iface::worker_scope scope(&iface->gate);
         iface->conn.probe_done(wc.qp_num, wc.status == IBV_WC_SUCCESS);
     } else {
         ucs_debug("send completion for unknown slot %u", slot);
@@ -259,6 +263,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         return UCS_ERR_INVALID_PARAM;
     }
     rc_iface *iface = to_rc(params->iface);
+    iface::worker_scope scope(&iface->gate); // claim(), start()
     if (iface->super.device_lost) {
         ucs_error("rc_zv: %s is lost (device fatal event): no new endpoints",
                   iface->super.md->dev.name().c_str());
@@ -391,8 +396,8 @@ ucs_status_t probe_qp(void *arg, ibv_qp *qp)
     // memory is touched), or, with its QP gone, the retries run out. It
     // takes a slot of the interface's send completion queue like any WR.
     rc_iface *iface = static_cast<rc_iface *>(arg);
-    if (iface->tx_outstanding >= iface->settings.tx_cq_len) {
-        return UCS_ERR_NO_RESOURCE;
+    if ((iface->tx_outstanding >= iface->settings.tx_cq_len) || iface->async_active) {
+        return UCS_ERR_NO_RESOURCE; // (the async side leaves sends to the worker)
     }
     ibv_send_wr wr = {};
     wr.wr_id       = static_cast<uint64_t>(probe_slot) << 32;
@@ -411,6 +416,10 @@ ucs_status_t probe_qp(void *arg, ibv_qp *qp)
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 {
     rc_iface *iface = static_cast<rc_iface *>(arg);
+    if (iface->async_active) {
+        iface->async_outcomes.push_back({conn_id, peer_qpn, UCS_OK, {}});
+        return; // the endpoint and UCP hear it from the worker (progress_conn)
+    }
     auto it         = iface->connecting.find(conn_id);
     if (it == iface->connecting.end()) {
         return;
@@ -428,6 +437,10 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const char *why)
 {
     rc_iface *iface = static_cast<rc_iface *>(arg);
+    if (iface->async_active) {
+        iface->async_outcomes.push_back({conn_id, 0, status, why});
+        return;
+    }
     auto it         = iface->connecting.find(conn_id);
     if (it == iface->connecting.end()) {
         return;

@@ -120,13 +120,14 @@ unsigned handle_stash(rc_iface *iface)
 /// connection is being set up.
 [[gnu::always_inline]] inline unsigned progress_polls(rc_iface *iface)
 {
-    const unsigned call = ++iface->progress_count;
+    const unsigned call = iface->progress_count.load(std::memory_order_relaxed) + 1;
+    iface->progress_count.store(call, std::memory_order_relaxed);
     unsigned count      = poll_rx(iface);
     if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_cq_limit)) {
         count += poll_tx(iface);
     }
     if (((call & 63) == 0) || iface->conn.busy()) {
-        count += iface->conn.progress();
+        count += progress_conn(iface);
     }
     return count;
 }
@@ -192,6 +193,7 @@ void refill_srq(rc_iface *iface)
 void destroy_resources(rc_iface *iface)
 {
     const char *dev = iface->super.md->dev.name().c_str();
+    async_close(iface); // first: nothing runs the manager from the async side after it
     for (rc_ep *ep : iface->slots) {
         if (ep != nullptr) {
             ep->qp = nullptr; // the connection manager's, destroyed with it
@@ -385,6 +387,7 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
     n = ibv_poll_cq(iface->send_cq, stash_len, iface->stash_tx);
     iface->stash_tx_count = (n > 0) ? static_cast<unsigned>(n) : 0;
     iface->stash_pending  = (iface->stash_rx_count + iface->stash_tx_count > 0);
+    iface::worker_scope scope(&iface->gate); // (the manager is the async side's too)
     if (iface->stash_pending ||
         iface->conn.peek() || iface->conn.busy()) {
         return UCS_ERR_BUSY;
@@ -624,6 +627,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
     cost.state_bytes = sizeof(rc_ep);
     iface::set_auto_max_eps(&iface->super, cost, "rc_zv");
     iface::watch_events(&iface->super, handle_event);
+    async_open(iface);
     ucs_debug("%s:%u: rc_zv iface %p: srq %u buffers of %u bytes, max inline %u, "
               "connection qp 0x%x", zmd->dev.name().c_str(), iface->super.port->port_num,
               iface, iface->rx_ring.posted(), settings.seg_size, iface->max_inline,

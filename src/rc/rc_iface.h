@@ -3,12 +3,15 @@
 #ifndef ZV_RC_RC_IFACE_H
 #define ZV_RC_RC_IFACE_H
 
+#include "iface/async_gate.h"
 #include "iface/buffer_pool.h"
 #include "iface/conn.h"
 #include "iface/rx_ring.h"
 #include "iface/zv_iface.h"
 #include "verbs/qp.h"
 
+#include <atomic>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -55,6 +58,15 @@ struct tx_op {
     uint32_t               length;
 };
 
+/// An outcome of connecting that the async side left for the worker
+/// (rc_async.cc): established (status UCS_OK) or failed.
+struct async_outcome {
+    uint64_t     conn_id;
+    uint32_t     peer_qpn; ///< established
+    ucs_status_t status;
+    std::string  why;      ///< failed
+};
+
 /// The rc_zv interface. 'super' first: UCT casts uct_iface_h to it.
 struct rc_iface {
     iface::zv_iface         super;
@@ -80,7 +92,9 @@ struct rc_iface {
     bool                    reads   = false;
     iface::conn_manager     conn;
     uint64_t                next_conn_id = 1;
-    unsigned                progress_count = 0;
+    /// Progress calls so far; read by the async side (async_tick) while
+    /// the worker may be counting, hence atomic (relaxed: plain moves).
+    std::atomic<unsigned>   progress_count{0};
     unsigned long           srq_limit_events = 0; ///< SRQ ran low (refill_srq)
 
     // Endpoints by slot (the high half of every send wr_id).
@@ -97,6 +111,14 @@ struct rc_iface {
     /// ep_destroy() and progress_guard).
     bool                    in_progress = false;
     unsigned                deferred_frees = 0;     ///< eps destroyed meanwhile
+
+    // Progress without the application (rc_async.cc): the async side runs
+    // the connection manager while the worker is away.
+    iface::async_gate       gate;
+    int                     async_timer  = -1;
+    bool                    async_active = false; ///< the async side runs it now
+    unsigned                async_seen   = 0;     ///< progress_count at its last tick
+    std::vector<async_outcome> async_outcomes;    ///< for the worker, in order
 
     // Completions polled by event_arm(), handled by the next progress.
     static constexpr int    stash_capacity = 16;
@@ -118,6 +140,15 @@ inline rc_iface *to_rc(uct_iface_h iface) { return reinterpret_cast<rc_iface *>(
                                       const uct_iface_config_t *config,
                                       const rc_settings &settings,
                                       uct_iface_h *iface_p);
+
+// rc_async.cc
+/// Start the async side's timer (where the worker's async mode allows).
+void async_open(rc_iface *iface);
+/// Stop it (waits for a running tick); what it left is dropped.
+void async_close(rc_iface *iface);
+/// The worker's connection progress: what the async side left first, then
+/// the connection manager's own (under the gate).
+unsigned progress_conn(rc_iface *iface);
 
 // Shared with rc_ep.cc.
 /// Grow the free list of ops by a chunk; false when out of memory.

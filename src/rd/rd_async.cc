@@ -3,73 +3,14 @@
 // core (see rd_async.h for the handshake with the worker).
 #include "rd/rd_ep.h"
 
-#include <ucs/async/async.h>
 #include <ucs/debug/log_def.h>
-#include <ucs/time/time.h>
-
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <mutex>
 
 namespace zv::rd {
 
 namespace {
 
-/// How often the async side looks whether the worker still progresses. A
-/// rank that computes is answered within two ticks: far inside the
-/// peers' retransmission and connection timeouts (seconds), and a tick
-/// that finds the worker progressing costs one system call.
-constexpr double async_tick_seconds = 0.1;
 /// Most progress calls of one tick.
 constexpr unsigned async_max_calls = 256;
-
-/// The membarrier(2) command the async side issues: the expedited private
-/// one (IPIs to the CPUs that run this process's threads) once the process
-/// registered for it, else the global one (slower; fine for a tick); 0 when
-/// the kernel has neither.
-int barrier_cmd()
-{
-    static int cmd = -1;
-    static std::once_flag once;
-    std::call_once(once, [] {
-        long mask = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-        cmd       = 0;
-        if (mask < 0) {
-            return;
-        }
-        if ((mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-            (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)) {
-            cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED;
-        } else if (mask & MEMBARRIER_CMD_GLOBAL) {
-            cmd = MEMBARRIER_CMD_GLOBAL;
-        }
-    });
-    return cmd;
-}
-
-/// The async side's half of the handshake: true when it may run the core.
-bool async_try_enter(async_gate *g, int cmd)
-{
-    g->async_in.store(true, std::memory_order_relaxed);
-    if (syscall(__NR_membarrier, cmd, 0, 0) != 0) {
-        g->async_in.store(false, std::memory_order_release);
-        return false;
-    }
-    if (g->worker_depth.load(std::memory_order_acquire) != 0) {
-        g->async_in.store(false, std::memory_order_release);
-        return false; // the worker is inside: it progresses
-    }
-    return true;
-}
-
-void async_leave(async_gate *g)
-{
-    g->async_in.store(false, std::memory_order_release);
-}
 
 /// The timer: run the interface's progress for a worker that has not
 /// progressed since the last tick.
@@ -77,24 +18,28 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
 {
     auto *iface = static_cast<rd_iface *>(arg);
     async_state &as = iface->as;
-    if (!async_try_enter(&as.gate, barrier_cmd())) {
+    // A worker that progressed since the last tick costs this tick one
+    // load: no barrier, no gate.
+    unsigned count = iface->progress_count.load(std::memory_order_relaxed);
+    if (count != as.seen_count) {
+        as.seen_count = count;
         return;
     }
-    if (iface->progress_count != as.seen_count) {
-        as.seen_count = iface->progress_count; // the worker progresses
-        async_leave(&as.gate);
+    if (!iface::async_try_enter(&as.gate)) {
         return;
     }
-    as.active = true;
-    ++as.runs;
-    // What waited for a tick can be a burst (connection requests, a
-    // window of packets): progress until nothing more is found, within
-    // a bound, as a worker would on its next calls.
-    for (unsigned i = 0; (i < async_max_calls) && (iface->core_progress(iface) > 0); ++i) {
+    if (iface->progress_count.load(std::memory_order_relaxed) == as.seen_count) {
+        as.active = true;
+        ++as.runs;
+        // What waited for a tick can be a burst (connection requests, a
+        // window of packets): progress until nothing more is found, within
+        // a bound, as a worker would on its next calls.
+        for (unsigned i = 0; (i < async_max_calls) && (iface->core_progress(iface) > 0); ++i) {
+        }
+        as.active = false;
     }
-    as.active     = false;
-    as.seen_count = iface->progress_count;
-    async_leave(&as.gate);
+    as.seen_count = iface->progress_count.load(std::memory_order_relaxed);
+    iface::async_leave(&as.gate);
 }
 
 deferred_op &push(rd_iface *iface, deferred_op::kind what)
@@ -109,53 +54,13 @@ deferred_op &push(rd_iface *iface, deferred_op::kind what)
 
 } // namespace
 
-void async_wait(async_gate *g)
-{
-    // The async side runs the core (bounded: one progress call); the
-    // worker's raised depth keeps it from starting again.
-    while (g->async_in.load(std::memory_order_acquire)) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        asm volatile("yield" ::: "memory");
-#endif
-    }
-}
-
 void async_open(rd_iface *iface, unsigned (*core)(rd_iface *iface))
 {
     async_state &as      = iface->as;
     iface->core_progress = core;
     as.max_deferred_ams  = iface->settings.common.rx_queue_len;
-    ucs_async_context_t *async = iface->super.super.worker->async;
-    const char *tl             = iface->tl->name;
-    if (async == nullptr) {
-        ucs_diag("%s: the worker has no async context: no progress while the "
-                 "application computes", tl);
-        return;
-    }
-    if (async->mode != UCS_ASYNC_MODE_THREAD_SPINLOCK &&
-        async->mode != UCS_ASYNC_MODE_THREAD_MUTEX) {
-        // A signal handler would poll the device and allocate inside
-        // whatever the interrupted thread was doing.
-        ucs_diag("%s: UCX_ASYNC_MODE=%s: no progress while the application "
-                 "computes (it needs UCX_ASYNC_MODE=thread)", tl,
-                 ucs_async_mode_names[async->mode]);
-        return;
-    }
-    if (barrier_cmd() == 0) {
-        ucs_diag("%s: membarrier(2) is not available: no progress while the "
-                 "application computes", tl);
-        return;
-    }
-    ucs_status_t status = ucs_async_add_timer(async->mode,
-                                              ucs_time_from_sec(async_tick_seconds),
-                                              async_tick, iface, async, &as.timer_id);
-    if (status != UCS_OK) {
-        ucs_diag("%s: no async timer (%s): no progress while the application "
-                 "computes", tl, ucs_status_string(status));
-        as.timer_id = -1;
-    }
+    as.timer_id = iface::async_timer_start(iface->super.super.worker->async, iface->tl->name,
+                                           async_tick, iface);
 }
 
 void async_close(rd_iface *iface)
@@ -164,8 +69,7 @@ void async_close(rd_iface *iface)
     if (as.timer_id < 0) {
         return; // never started, or closed already (nothing deferred then)
     }
-    ucs_async_remove_handler(as.timer_id, 1); // waits for a running tick
-    as.timer_id = -1;
+    iface::async_timer_stop(&as.timer_id);
     for (size_t i = as.head; i < as.deferred.size(); ++i) {
         if ((as.deferred[i].what == deferred_op::kind::am) && (as.deferred[i].buf != nullptr)) {
             iface::buffer_pool::put(as.deferred[i].buf);

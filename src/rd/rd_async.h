@@ -4,11 +4,11 @@
 #ifndef ZV_RD_RD_ASYNC_H
 #define ZV_RD_RD_ASYNC_H
 
+#include "iface/async_gate.h"
 #include "iface/buffer_pool.h"
 
 #include <uct/api/uct.h>
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,62 +19,16 @@ namespace zv::rd {
  * A rank that computes for minutes calls no progress. Its peers' packets
  * wait in its receive queue, nobody acknowledges them, and after TIMEOUT
  * the peers would declare it dead. So every interface of the core has a
- * timer in the worker's async context (UCX's async thread): when a tick
+ * timer in the worker's async context (iface/async_gate.h): when a tick
  * finds that the worker has not progressed since the tick before, the
  * async side runs the interface's own progress for it - receives, acks,
  * resends, connection requests, probes - with every call into UCP
  * deferred: an active message it accepts, a completion, an endpoint's
  * failure wait in 'deferred' for the worker's next progress call, which
  * hands them to UCP first, in the order they happened.
- *
- * The two sides never run the core at once, and the worker pays no lock
- * for it (an asymmetric Dekker handshake):
- * - the worker, at each entry point, raises 'worker_depth' (a plain store,
- *   then a compiler barrier) and then looks at 'async_in' (a load and a
- *   predicted branch); it lowers the depth when it leaves;
- * - the async side raises 'async_in', then runs membarrier(2), which puts
- *   a full memory barrier into every running thread of the process, and
- *   only then looks at 'worker_depth': if it is up, the worker is inside
- *   (so it is progressing) and the async side backs off.
- * The barrier orders the worker's store before its load without the worker
- * executing one: either the worker sees 'async_in' and waits until the
- * async side is done, or the async side sees the depth and leaves.
  */
-struct async_gate {
-    std::atomic<unsigned> worker_depth{0}; ///< written by the worker only
-    std::atomic<bool>     async_in{false}; ///< written by the async side only
-};
-
-/// The worker waits for the async side to finish (out of line, cold).
-void async_wait(async_gate *g);
-
-inline void worker_enter(async_gate *g)
-{
-    g->worker_depth.store(g->worker_depth.load(std::memory_order_relaxed) + 1,
-                          std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (__builtin_expect(g->async_in.load(std::memory_order_acquire), 0)) {
-        async_wait(g);
-    }
-}
-
-inline void worker_leave(async_gate *g)
-{
-    g->worker_depth.store(g->worker_depth.load(std::memory_order_relaxed) - 1,
-                          std::memory_order_release);
-}
-
-/// An entry point of the worker into an interface of the core.
-class worker_scope {
-public:
-    explicit worker_scope(async_gate *g) : m_gate(g) { worker_enter(g); }
-    ~worker_scope() { worker_leave(m_gate); }
-    worker_scope(const worker_scope &)            = delete;
-    worker_scope &operator=(const worker_scope &) = delete;
-
-private:
-    async_gate *m_gate;
-};
+using iface::async_gate;
+using iface::worker_scope;
 
 /// A call into UCP that the async side made wait for the worker.
 struct deferred_op {
@@ -95,7 +49,7 @@ struct async_state {
     int                      timer_id = -1;
     /// The async side is running the core: calls into UCP are deferred.
     bool                     active   = false;
-    /// progress_count when the async side last looked (under the gate).
+    /// progress_count at the async side's last tick (the async side's own).
     unsigned                 seen_count = 0;
     /// Active messages waiting in 'deferred' (they hold receive buffers).
     unsigned                 deferred_ams = 0;

@@ -78,7 +78,8 @@ template <bool Faults> unsigned progress_begin(rd_iface *iface)
 {
     iface->in_progress = true;
     iface->now_valid   = false;
-    const unsigned call = ++iface->progress_count;
+    const unsigned call = iface->progress_count.load(std::memory_order_relaxed) + 1;
+    iface->progress_count.store(call, std::memory_order_relaxed);
     unsigned count      = 0;
     if (__builtin_expect(async_waiting(iface), 0) && !iface->as.active) {
         count += async_hand_over(iface); // first: it arrived first

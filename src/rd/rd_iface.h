@@ -16,6 +16,7 @@
 
 #include <ucs/time/time.h>
 
+#include <atomic>
 #include <vector>
 
 namespace zv::rd {
@@ -378,7 +379,9 @@ struct rd_iface {
     bool                     in_progress = false; ///< inside progress(): defer frees
     bool                     now_valid   = false; ///< 'now' was read in this progress
     ucs_time_t               now         = 0;
-    unsigned                 progress_count = 0;
+    /// Progress calls so far; the async side reads it without the gate
+    /// (async_tick), hence atomic (relaxed: plain moves).
+    std::atomic<unsigned>    progress_count{0};
     ucs_time_t               next_timer  = 0;
     ucs_time_t               timer_tick  = 0;
 

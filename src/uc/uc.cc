@@ -310,7 +310,7 @@ template <bool Faults> unsigned progress_core(rd_iface *rd)
     // Connection traffic is rare: every 32nd call, or while connecting;
     // every call of the async side (a peer may be waiting to connect).
     // (progress_begin counts the calls)
-    if (iface->conn.busy() || ((rd->progress_count & 31) == 0) || rd->as.active) {
+    if (iface->conn.busy() || ((rd->progress_count.load(std::memory_order_relaxed) & 31) == 0) || rd->as.active) {
         count += iface->conn.progress();
     }
     progress_end(rd);

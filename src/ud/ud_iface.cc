@@ -39,7 +39,7 @@ template <bool Faults> unsigned progress_core(rd_iface *rd)
     ud_iface *iface = to_ud(&rd->super.super.super);
     unsigned count  = progress_begin<Faults>(&iface->super);
     // (progress_begin counts the calls)
-    if (__builtin_expect((iface->super.progress_count & 1023) == 0, 0)) {
+    if (__builtin_expect((iface->super.progress_count.load(std::memory_order_relaxed) & 1023) == 0, 0)) {
         scan_conns(iface, ucs_get_time()); // (it reads the clock every 1024th call)
     }
     if (__builtin_expect(iface->qp_broken, 0)) {

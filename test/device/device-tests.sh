@@ -344,6 +344,9 @@ if make -C "$b" install > "$tmp/install.log" 2>&1; then
     part_begin "MPI suite (test/device/mpi-suite.sh)"
     # the MPI suite and unmodified applications over every landed zv transport
     . "$s/test/device/mpi-suite.sh"
+    # a rank that computes 45 s while its peers send to it, every transport
+    part_begin "a computing rank (test/device/busy-suite.sh)"
+    . "$s/test/device/busy-suite.sh"
     # fork after registration, a tiny locked-memory limit, a rank killed
     part_begin "faults suite (test/device/faults-suite.sh)"
     . "$s/test/device/faults-suite.sh"

@@ -544,6 +544,51 @@ TEST_F(rc_zv, receiver_not_ready_loses_nothing)
     close_side(c);
 }
 
+/// A rank that computes (no progress) when a peer connects to it for the
+/// first time and sends: its async side answers the connection request,
+/// so the sender's endpoint connects instead of failing at CONN_TIMEOUT;
+/// the device holds what does not fit the computing rank's 16 receive
+/// buffers (receiver-not-ready, retried without end), and its next
+/// progress calls hand every message to UCP, once and in order.
+TEST_F(rc_zv, a_computing_peer_is_connected_to_and_loses_nothing)
+{
+    uct_side c, d;
+    open_side(c, {{"CONN_TIMEOUT", "1s"}});
+    open_side(d, {{"CONN_TIMEOUT", "1s"}, {"RX_QUEUE_LEN", "16"}, {"RX_BATCH", "4"}});
+    am_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, 9, am_sink::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    // d computes: only c progresses, for three CONN_TIMEOUTs, sending 100.
+    const unsigned count = 100;
+    unsigned sent        = 0;
+    run_until({&c}, [&] {
+        if ((sent < count) && (uct_ep_am_short(ep, 9, sent, nullptr, 0) == UCS_OK)) {
+            ++sent;
+        }
+        return false;
+    }, 3.0);
+    EXPECT_EQ(0u, s_ep_errors) << "the sender could not connect to its computing peer";
+    EXPECT_GT(sent, 0u) << "never connected";
+    EXPECT_EQ(0u, sink.messages.size()) << "a message was delivered without d's progress";
+    // d is back.
+    ASSERT_TRUE(run_until({&c, &d}, [&] {
+        if ((sent < count) && (uct_ep_am_short(ep, 9, sent, nullptr, 0) == UCS_OK)) {
+            ++sent;
+        }
+        return (sink.messages.size() == count) && (uct_ep_flush(ep, 0, nullptr) == UCS_OK);
+    }, 30)) << sink.messages.size() << " of " << count << " delivered";
+    for (uint64_t i = 0; i < count; ++i) {
+        uint64_t v;
+        ASSERT_EQ(sizeof(v), sink.messages[i].size());
+        std::memcpy(&v, sink.messages[i].data(), sizeof(v));
+        ASSERT_EQ(i, v) << "each message once, in order";
+    }
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+    close_side(c);
+    close_side(d);
+}
+
 /// Messages that event_arm() finds while it arms the completion queues
 /// (the caller is told to progress instead of sleeping) are delivered by
 /// the next progress call, all of them, once, in order.

@@ -32,7 +32,7 @@ ms_run() { # tl nranks mpirun-and-program-args...
     local tl=$1 np=$2; shift 2
     local over=()
     [ "$np" -le "$(nproc)" ] || over=(--oversubscribe)   # correctness only, never timed
-    timeout 600 mpirun --allow-run-as-root -np "$np" "${over[@]}" --mca pml ucx \
+    timeout "${ms_timeout:-600}" mpirun --allow-run-as-root -np "$np" "${over[@]}" --mca pml ucx \
         --mca pml_ucx_tls "$tl" --mca pml_ucx_devices "$dev" \
         -x UCX_TLS="$tl,self" -x UCX_NET_DEVICES="$dev:1" "$@"
 }

@@ -25,8 +25,9 @@
 #   ZV_SOAK_SECONDS    soak length per transport (default 30 s, 600 s full)
 #   ZV_TWO_HOST_TIMEOUT  the two-VM boot's limit (default 1200 s, 7200 s full)
 #   ZV_TWO_HOST_PARTS  which parts run after the setup checks (default
-#                      "wire soak coll8 cut kill"; cut only in the full run;
-#                      coll8: 8 ranks, 4 per VM, collectives): e.g.
+#                      "wire soak coll8 busy cut kill"; cut only in the full
+#                      run; coll8: 8 ranks, 4 per VM, collectives; busy: a
+#                      rank computing ZV_BUSY_SECONDS, default 45): e.g.
 #                      ZV_TWO_HOST_PARTS=soak ZV_SOAK_SECONDS=600 is the
 #                      10-minute soak alone
 # Prints "ok   - ..." / "FAIL - ..." / "skip - ..." lines and ends with
@@ -35,7 +36,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 full=${ZV_TWO_HOST_FULL:-0}
-parts=" ${ZV_TWO_HOST_PARTS:-wire soak coll8 cut kill} "
+parts=" ${ZV_TWO_HOST_PARTS:-wire soak coll8 busy cut kill} "
 part() { case $parts in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 pass=0 fail=0 skip=0
 ok()   { pass=$((pass + 1)); echo "ok   - $*"; }
@@ -265,6 +266,36 @@ guest() {
         done
     fi
 
+    # ---- a rank that computes (mpi-tests/zv_busy, as test/device/busy-suite.sh
+    # runs it in one VM): 4 ranks, 2 on each VM, the last one on zv-b makes no
+    # MPI call for ZV_BUSY_SECONDS while the others send to it, cold and warm,
+    # and wait for it in an allreduce. The transports side by side (waiting
+    # jobs, not timed).
+    if part busy; then
+        local busy=${ZV_BUSY_SECONDS:-45} btl bpids=() bt
+        hdr "a rank on $peer computes $busy s while 3 ranks send to it (cold and warm)"
+        t=$(now)
+        for btl in $tls rc_zv,ud_zv; do
+            case $btl in rc_verbs) continue ;; rc_zv,ud_zv)
+                case " $tls " in *" rc_zv "*" ud_zv "*) ;; *) continue ;; esac ;; esac
+            # shellcheck disable=SC2046
+            timeout -k 10 $((busy + 300)) mpirun --allow-run-as-root -np 4 --host "zv-a:2,$peer:2" \
+                --mca pml ucx --mca pml_ucx_devices rxe0 -x UCX_NET_DEVICES=rxe0:1 \
+                --mca pml_ucx_tls "$btl" -x UCX_TLS="$btl,self" \
+                "$b/mpi-tests/zv_busy" -s "$busy" -w read -m mixed >"$tmp/busy.$btl" 2>&1 &
+            bpids+=("$!:$btl")
+        done
+        for bt in "${bpids[@]}"; do
+            rc=0; wait "${bt%%:*}" || rc=$?
+            btl=${bt#*:}
+            echo "   $btl: exit $rc; $(grep '^busy:' "$tmp/busy.$btl")"
+            [ $rc = 0 ] || tail -n 8 "$tmp/busy.$btl"
+            check "$btl across two VMs, a rank computing $busy s: exit 0, data validated" \
+                sh -c "[ $rc = 0 ] && grep -q '^busy: .*: 0 errors' '$tmp/busy.$btl'"
+        done
+        echo "   ($(since "$t") s)"
+    fi
+
     # ---- full run: the wire is cut for 5 s mid-run (less than the ssh and
     # Open MPI keep-alives allow); the job must ride it out
     if [ "$full" = 1 ] && part cut; then
@@ -445,6 +476,7 @@ t=$SECONDS
 "$run2" -v --timeout "$tmo" --share "$src" --share "$b" --share "$dir" \
     -e ZV_BUILDDIR="$b" -e ZV_SRCDIR="$src" -e ZV_TWO_HOST_FULL="$full" -e ZV_TWO_HOST_STAGED="$dir/stage" \
     ${ZV_TWO_HOST_TLS:+-e ZV_TWO_HOST_TLS="$ZV_TWO_HOST_TLS"} ${ZV_SOAK_SECONDS:+-e ZV_SOAK_SECONDS="$ZV_SOAK_SECONDS"} \
+    ${ZV_BUSY_SECONDS:+-e ZV_BUSY_SECONDS="$ZV_BUSY_SECONDS"} \
     ${ZV_TWO_HOST_PARTS:+-e ZV_TWO_HOST_PARTS="$ZV_TWO_HOST_PARTS"} -- "$here/two-host-tests.sh" --guest 'a b' "c'd" \
     >"$dir/guest.out" 2>"$dir/guest.err" &
 gpid=$!; bg+=" $gpid"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The registration cache and monitor unit tests (the sources listed in
-# src/rcache/rcache.am, with test/unit/main.cc) and the C API's compiled with ThreadSanitizer
+# src/rcache/rcache.am, with test/unit/main.cc), the C API's and the async
+# gate's (src/iface/async_gate.cc) compiled with ThreadSanitizer
 # into a work directory of their own, then run: any data race, lock-order
 # inversion or thread leak fails. Nothing in the build tree changes.
 #
@@ -32,6 +33,8 @@ am_sources()
 core=$(am_sources libzv_rcache_la_SOURCES)
 # and the C API over them (its tests' C file compiled as C++)
 tests=$(am_sources test_unit_zv_unit_SOURCES),src/capi/zverbs.cc,test/unit/capi_test.cc,test/unit/capi_c_test.c
+# and the handshake between a worker and its interfaces' async side
+tests=$tests,src/iface/async_gate.cc,test/unit/gate_test.cc
 [ -n "$core" ] && [ -n "$tests" ] || { echo "FAIL: no source lists in src/rcache/rcache.am"; exit 1; }
 
 san="-fsanitize=thread"

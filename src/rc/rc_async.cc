@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rc_zv: progress without the application. While the worker is away, the
+// async side runs the connection manager, so that a rank that computes
+// answers connection requests, completes its own and closes what its peers
+// close. Data needs no help: a peer's device acknowledges every RC packet
+// whether or not its process progresses, and a receiver whose shared
+// receive queue ran dry answers receiver-not-ready, which the sender
+// retries without end (rnr_retry 7) until the worker is back and reposts.
+#include "rc/rc_ep.h"
+
+#include <ucs/debug/log_def.h>
+
+namespace zv::rc {
+
+namespace {
+
+/// Most connection progress calls of one tick (a burst of requests).
+constexpr unsigned async_max_calls = 256;
+
+void async_tick(int, ucs_event_set_types_t, void *arg)
+{
+    auto *iface = static_cast<rc_iface *>(arg);
+    // A worker that progressed since the last tick costs this tick one
+    // load: no barrier, no gate.
+    const unsigned count = iface->progress_count.load(std::memory_order_relaxed);
+    if (count != iface->async_seen) {
+        iface->async_seen = count;
+        return;
+    }
+    if (!iface::async_try_enter(&iface->gate)) {
+        return;
+    }
+    if (iface->progress_count.load(std::memory_order_relaxed) == iface->async_seen) {
+        // Away since the last tick: the manager's callbacks into the
+        // transport only record (connection_established/failed), the
+        // worker's next progress call acts on them.
+        iface->async_active = true;
+        for (unsigned i = 0; (i < async_max_calls) && (iface->conn.progress() > 0); ++i) {
+        }
+        iface->async_active = false;
+        if (!iface->async_outcomes.empty()) {
+            iface->conn.wake();
+        }
+    }
+    iface->async_seen = iface->progress_count.load(std::memory_order_relaxed);
+    iface::async_leave(&iface->gate);
+}
+
+} // namespace
+
+void async_open(rc_iface *iface)
+{
+    iface->async_timer = iface::async_timer_start(iface->super.super.worker->async, "rc_zv",
+                                                  async_tick, iface);
+}
+
+void async_close(rc_iface *iface)
+{
+    iface::async_timer_stop(&iface->async_timer);
+    iface->async_outcomes.clear(); // their endpoints are being destroyed too
+}
+
+unsigned progress_conn(rc_iface *iface)
+{
+    iface::worker_scope scope(&iface->gate);
+    unsigned count = 0;
+    if (__builtin_expect(!iface->async_outcomes.empty(), 0)) {
+        // Taken whole: a callback may progress the worker again.
+        std::vector<async_outcome> outcomes;
+        outcomes.swap(iface->async_outcomes);
+        for (const async_outcome &o : outcomes) {
+            if (o.status == UCS_OK) {
+                connection_established(iface, o.conn_id, o.peer_qpn);
+            } else {
+                connection_failed(iface, o.conn_id, o.status, o.why.c_str());
+            }
+            ++count;
+        }
+    }
+    return count + iface->conn.progress();
+}
+
+} // namespace zv::rc
