@@ -48,12 +48,14 @@ ucs_config_field_t zv_rel_config_table[] = {
      "Largest retransmission timeout (the cap of the doubling).",
      offsetof(zv_rel_config, rto_max), UCS_CONFIG_TYPE_TIME},
 
-    {"TIMEOUT", "30s",
+    {"TIMEOUT", "10s",
      "A peer from which nothing comes for this long while packets are\n"
      "outstanding (no acknowledgement, not even one of nothing new) is declared\n"
      "dead: its endpoint fails with an error. Detection takes between TIMEOUT\n"
      "and TIMEOUT + RTO_MAX. A peer whose application computes is not dead: its\n"
-     "async thread (UCX_ASYNC_MODE=thread) answers while it does not progress.\n"
+     "async thread (UCX_ASYNC_MODE=thread) answers within 0.2 s while it does\n"
+     "not progress, so this much silence means a process gone, or a host or\n"
+     "link down for longer than this (a shorter outage is ridden out).\n"
      "ud_zv: a receive connection that hears nothing from its endpoint for this\n"
      "long probes it; one whose endpoint answers no probe for as long again\n"
      "(its process is gone or stopped) is freed. An endpoint that was only\n"

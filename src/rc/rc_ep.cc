@@ -215,9 +215,15 @@ void dispatch_pending(rc_iface *iface)
     // on_pending_list set until visited (pending_add does not link them a
     // second time), destroyed ones stay allocated until the guard ends and
     // are skipped, and those with requests left are linked again.
+    //
+    // An endpoint whose requests used up the dispatch's budget while it
+    // could still send is dispatched again by the next progress call
+    // (pending_more), completions or not: its last sends may all be
+    // unsignaled, and nothing else would come back for it.
     progress_guard guard(iface);
-    rc_ep *ep          = iface->pending_eps;
-    iface->pending_eps = nullptr;
+    rc_ep *ep           = iface->pending_eps;
+    iface->pending_eps  = nullptr;
+    iface->pending_more = false;
     while (ep != nullptr) {
         rc_ep *next         = ep->pending_next;
         ep->on_pending_list = false;
@@ -225,6 +231,7 @@ void dispatch_pending(rc_iface *iface)
             !ep->pending.dispatch([ep] { return check_tx(ep) == UCS_OK; }) &&
             !ep->destroyed && (ep->st == rc_ep::state::connected)) {
             link_pending_ep(ep);
+            iface->pending_more |= (check_tx(ep) == UCS_OK);
         }
         ep = next;
     }

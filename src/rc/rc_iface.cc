@@ -86,7 +86,7 @@ void release_rx(uct_recv_desc_t *self, void *desc)
     for (int i = 0; i < n; ++i) {
         process_send_completion(iface, wc[i]);
     }
-    if ((n > 0) && (iface->pending_eps != nullptr)) {
+    if (((n > 0) || iface->pending_more) && (iface->pending_eps != nullptr)) {
         dispatch_pending(iface);
     }
     return static_cast<unsigned>(n > 0 ? n : 0);

@@ -102,6 +102,9 @@ struct rc_iface {
     std::vector<uint32_t>   free_slots;
     std::unordered_map<uint64_t, rc_ep *> connecting; ///< conn_id -> ep
     rc_ep                  *pending_eps = nullptr;  ///< eps with queued requests
+    /// The last dispatch left requests it had the resources for (its
+    /// budget ran out): dispatch again without waiting for completions.
+    bool                    pending_more = false;
     /// No bounce buffer left and the pool cannot grow (registration
     /// failed): pending_add queues instead of answering BUSY, until a
     /// completion returns one. See tx_starve().

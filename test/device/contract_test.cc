@@ -524,6 +524,82 @@ TEST_P(uct_contract, an_oversized_short_send_is_refused_and_the_connection_keeps
     dereg(remote);
 }
 
+// ---------------------------------------------------------------- item 2
+
+namespace {
+
+/// A pending request that makes progress a few times (UCS_INPROGRESS)
+/// before it sends, as UCX's test_uct_pending's requests do.
+struct slow_request {
+    uct_pending_req_t super;
+    uct_ep_h          ep;
+    uint64_t          value;
+    int               countdown = 5;
+    unsigned         *left;
+
+    static ucs_status_t cb(uct_pending_req_t *self)
+    {
+        auto *r = reinterpret_cast<slow_request *>(self);
+        if (r->countdown > 0) {
+            --r->countdown;
+            return UCS_INPROGRESS;
+        }
+        ucs_status_t st = uct_ep_am_short(r->ep, am_id, r->value, nullptr, 0);
+        if (st == UCS_OK) {
+            --*r->left;
+            delete r;
+        }
+        return st;
+    }
+};
+
+} // namespace
+
+/// Sends until the resources run out, every refused one queued as a
+/// pending request that answers UCS_INPROGRESS five times before it sends:
+/// all of them go out, in order, whatever the dispatch's budget and however
+/// few send completions the last of them make (UCX's
+/// test_uct_pending.pending_op, which hung over rc_zv).
+TEST_P(uct_contract, slow_pending_requests_all_go_out_in_order)
+{
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
+    uint64_t n       = 0;
+    unsigned pending = 0;
+    auto end         = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while ((n < 10000) && (std::chrono::steady_clock::now() < end)) {
+        ucs_status_t st = uct_ep_am_short(ep, am_id, n, nullptr, 0);
+        if (st == UCS_ERR_NO_RESOURCE) {
+            auto *r  = new slow_request{};
+            r->super.func = slow_request::cb;
+            r->ep    = ep;
+            r->value = n;
+            r->left  = &pending;
+            st = uct_ep_pending_add(ep, &r->super, 0);
+            if (st == UCS_ERR_BUSY) {
+                delete r;
+                continue; // resources came back: send it now
+            }
+            ASSERT_EQ(UCS_OK, st);
+            ++pending;
+        } else {
+            ASSERT_EQ(UCS_OK, st);
+        }
+        ++n;
+    }
+    ASSERT_GT(pending, 0u) << "the resources never ran out in 3 s";
+    EXPECT_TRUE(run_until({&m_a, &m_b}, [&] { return sink.got.size() == n; }, 30))
+            << sink.got.size() << " of " << n << " arrived, " << pending
+            << " requests still pending";
+    for (uint64_t i = 0; i < sink.got.size(); ++i) {
+        ASSERT_EQ(i, sink.got[i]) << "out of order";
+    }
+    EXPECT_EQ(0u, pending);
+    EXPECT_EQ(0u, s_ep_errors);
+}
+
 INSTANTIATE_TEST_SUITE_P(tl, uct_contract, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));
 
 } // namespace zv::test
