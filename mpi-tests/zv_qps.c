@@ -36,16 +36,25 @@ static int field(const char *line, const char *name)
     return (p != NULL) ? atoi(p + strlen(name)) : -1;
 }
 
+/* Whether a line of `rdma resource show` names a thread of this process:
+ * the kernel records the thread that created the object (zverbs creates a
+ * passive QP in UCX's async thread when it answers for a rank that is away). */
+static int ours(const char *line)
+{
+    char task[64];
+    snprintf(task, sizeof(task), "/proc/self/task/%d", field(line, " pid "));
+    return access(task, F_OK) == 0;
+}
+
 /* This process's RC and UC QPs; -1 when `rdma` cannot be run. */
 static int list_qps(struct qp_rec *out, int max)
 {
-    char line[512], pid[32];
+    char line[512];
     int n = 0, lines = 0;
     FILE *f = popen("rdma resource show qp 2>/dev/null", "r");
     if (f == NULL) {
         return -1;
     }
-    snprintf(pid, sizeof(pid), " pid %d ", (int)getpid());
     while (fgets(line, sizeof(line), f) != NULL) {
         size_t len = strlen(line);
         if ((len > 0) && (line[len - 1] == '\n')) {
@@ -53,7 +62,7 @@ static int list_qps(struct qp_rec *out, int max)
         }
         ++lines;
         int type = strstr(line, " type RC ") ? 0 : (strstr(line, " type UC ") ? 1 : -1);
-        if ((type < 0) || (strstr(line, pid) == NULL) || (n == max)) {
+        if ((type < 0) || !ours(line) || (n == max)) {
             continue;
         }
         out[n].lqpn = field(line, " lqpn ");

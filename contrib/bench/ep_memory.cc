@@ -54,13 +54,17 @@ double rdma_res(const char *kind, const char *field)
     if (f == nullptr) {
         return 0;
     }
-    char line[1024], pid_tok[32];
-    std::snprintf(pid_tok, sizeof(pid_tok), " pid %d ", static_cast<int>(getpid()));
+    char line[1024];
     char key[40];
     std::snprintf(key, sizeof(key), " %s ", (field != nullptr) ? field : "");
     double sum = 0;
     while (std::fgets(line, sizeof(line), f) != nullptr) {
-        if (std::strstr(line, pid_tok) == nullptr) {
+        // (the kernel names the thread that created it: any of ours)
+        const char *pid = std::strstr(line, " pid ");
+        char task[64];
+        std::snprintf(task, sizeof(task), "/proc/self/task/%d",
+                      (pid != nullptr) ? std::atoi(pid + 5) : -1);
+        if ((pid == nullptr) || (access(task, F_OK) != 0)) {
             continue;
         }
         if (field == nullptr) {

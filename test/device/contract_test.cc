@@ -5,6 +5,7 @@
 // uct_p2p_am_alignment ask the same of UCX's own transports).
 #include "test_util.h"
 #include "uct_fixture.h"
+#include "log_guard.h"
 
 #include "rd/rd_iface.h"
 
@@ -12,10 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -25,69 +24,6 @@ namespace zv::test {
 namespace {
 
 constexpr uint8_t am_id = 13;
-
-/// UCX's warnings and errors while it lives, kept instead of printed.
-class log_capture {
-public:
-    log_capture()
-    {
-        std::lock_guard<std::mutex> guard(s_lock);
-        s_lines.clear();
-        ucs_log_push_handler(handler);
-    }
-    ~log_capture() { ucs_log_pop_handler(); }
-
-    std::vector<std::string> lines() const
-    {
-        std::lock_guard<std::mutex> guard(s_lock);
-        return s_lines;
-    }
-    /// Lines that contain 'what', and lines that do not.
-    size_t matching(const char *what) const { return count(what, true); }
-    size_t others(const char *what) const { return count(what, false); }
-
-private:
-    size_t count(const char *what, bool match) const
-    {
-        size_t n = 0;
-        for (const std::string &l : lines()) {
-            n += ((l.find(what) != std::string::npos) == match) ? 1 : 0;
-        }
-        return n;
-    }
-
-    static ucs_log_func_rc_t handler(const char *, unsigned, const char *,
-                                     ucs_log_level_t level, const ucs_log_component_config_t *,
-                                     const char *message, va_list ap)
-    {
-        if (level > UCS_LOG_LEVEL_WARN) {
-            return UCS_LOG_FUNC_RC_CONTINUE;
-        }
-        char buf[512];
-        va_list copy;
-        va_copy(copy, ap);
-        std::vsnprintf(buf, sizeof(buf), message, copy);
-        va_end(copy);
-        std::lock_guard<std::mutex> guard(s_lock);
-        s_lines.emplace_back(buf);
-        return UCS_LOG_FUNC_RC_STOP;
-    }
-
-    static std::mutex               s_lock;
-    static std::vector<std::string> s_lines;
-};
-
-std::mutex               log_capture::s_lock;
-std::vector<std::string> log_capture::s_lines;
-
-std::string joined(const std::vector<std::string> &lines)
-{
-    std::string s;
-    for (const std::string &l : lines) {
-        s += "\n  " + l;
-    }
-    return s;
-}
 
 class uct_contract : public uct_test, public ::testing::WithParamInterface<const char *> {
 protected:
@@ -411,9 +347,9 @@ TEST_P(uct_contract, an_invalid_am_alignment_is_refused_at_open)
         ucs_status_t status;
         std::vector<std::string> logged;
         {
-            log_capture logs;
+            expect_log_problems logs;
             status = try_open(s, b.mask, b.align, b.offset);
-            logged = logs.lines();
+            logged = logs.expected();
         }
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, status) << ucs_status_string(status);
         EXPECT_FALSE(logged.empty()) << "refused without saying why";
@@ -429,10 +365,10 @@ TEST_P(uct_contract, an_invalid_am_alignment_is_refused_at_open)
     // Nothing was left on the device: the md closes cleanly.
     close_side(m_a);
     close_side(m_b);
-    log_capture logs;
+    expect_log_problems logs;
     uct_md_close(m_md);
     m_md = nullptr;
-    EXPECT_TRUE(logs.lines().empty()) << "closing the md:" << joined(logs.lines());
+    EXPECT_TRUE(logs.expected().empty()) << "closing the md:" << logs.text();
 }
 
 /// A send with an active message id >= UCT_AM_ID_MAX is refused
@@ -463,11 +399,11 @@ TEST_P(uct_contract, a_send_with_an_invalid_am_id_is_refused_and_the_connection_
     };
     for (const auto &op : ops) {
         SCOPED_TRACE(op.first);
-        log_capture logs;
+        expect_log_problems logs;
         ucs_status_t st = op.second();
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, st) << ucs_status_string(st);
-        EXPECT_GT(logs.matching("active message id"), 0u) << joined(logs.lines());
-        EXPECT_EQ(0u, logs.others("active message id")) << joined(logs.lines());
+        EXPECT_GT(logs.matching("active message id"), 0u) << logs.text();
+        EXPECT_EQ(0u, logs.others("active message id")) << logs.text();
     }
     expect_connection_works(ep, 0x51);
     dereg(r);
@@ -505,11 +441,11 @@ TEST_P(uct_contract, an_oversized_short_send_is_refused_and_the_connection_keeps
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &early, 0));
     for (const auto &op : ops) {
         SCOPED_TRACE(op.first);
-        log_capture logs;
+        expect_log_problems logs;
         ucs_status_t st = op.second();
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, st) << ucs_status_string(st);
-        EXPECT_GT(logs.matching("length"), 0u) << joined(logs.lines());
-        EXPECT_EQ(0u, logs.others("length")) << joined(logs.lines());
+        EXPECT_GT(logs.matching("length"), 0u) << logs.text();
+        EXPECT_EQ(0u, logs.others("length")) << logs.text();
     }
     // At the limit exactly, each is taken.
     ucs_status_t st;
@@ -598,6 +534,37 @@ TEST_P(uct_contract, slow_pending_requests_all_go_out_in_order)
     }
     EXPECT_EQ(0u, pending);
     EXPECT_EQ(0u, s_ep_errors);
+}
+
+/// UCX_ASYNC_MODE=signal: no async side (a signal handler must not poll
+/// the device or allocate), said once per process as a warning naming the
+/// mode; the transport works as before, progressing when the worker does.
+TEST_P(uct_contract, signal_mode_is_named_once_and_the_transport_works)
+{
+    static bool said = false; // by an earlier transport of this process
+    uct_side c;
+    {
+        expect_log_problems logs;
+        open_side(c, {}, UCS_ASYNC_MODE_SIGNAL);
+        const size_t named = logs.matching("UCX_ASYNC_MODE=signal");
+        EXPECT_EQ(said ? 0u : 1u, named) << logs.text();
+        EXPECT_EQ(0u, logs.others("UCX_ASYNC_MODE=signal")) << logs.text();
+        said = said || (named > 0);
+    }
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(c.iface, am_id, am_values::handler, &sink, 0));
+    uct_ep_h ep = connected_ep(m_a, c);
+    ucs_status_t st = UCS_ERR_NO_RESOURCE;
+    EXPECT_TRUE(run_until({&m_a, &c}, [&] {
+        if (st == UCS_ERR_NO_RESOURCE) {
+            st = uct_ep_am_short(ep, am_id, 0x53, nullptr, 0);
+        }
+        return !sink.got.empty();
+    }, 10)) << ucs_status_string(st);
+    EXPECT_EQ(std::vector<uint64_t>{0x53}, sink.got);
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+    close_side(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(tl, uct_contract, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));

@@ -162,7 +162,11 @@ done
 # freed when no answer comes within another (src/ud/ud_reclaim.cc); the
 # survivor's interface counts those still open when it closes. ZV_RESTARTS (default 20, CI's length; the long form is ZV_RESTARTS=1000,
 # about 10 minutes per transport).
-fs_qps_of() { rdma resource show qp 2>/dev/null | grep -cE " type (RC|UC) .* pid $1 "; }
+# (the kernel names the thread that created a QP: the async thread creates
+# the passive ones it answers for a worker that is away)
+fs_qps_of() { rdma resource show qp 2>/dev/null | awk -v p="$1" '/ type (RC|UC) / {
+                  for (i = 1; i < NF; ++i) if ($i == "pid" && system("test -d /proc/" p "/task/" $(i + 1)) == 0) n++ }
+              END { print n + 0 }'; }
 fs_rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 fs_restarts=${ZV_RESTARTS:-20}
 fs_restart() { # one peer of $fs_tl to $fs_f: connect, deliver, SIGKILL; 0 if it was ready

@@ -4,6 +4,7 @@
 // MAX_PEER_CONNS connections (others still connect), and a message that
 // names a UD QP or GID other than its sender's gets no answer.
 #include "uct_fixture.h"
+#include "log_guard.h"
 
 #include <infiniband/verbs.h>
 
@@ -304,6 +305,7 @@ ucs_status_t count_am(void *arg, void *, size_t, unsigned)
 
 TEST_P(hostile_peer, one_peer_gets_at_most_max_peer_conns_and_others_still_connect)
 {
+    expect_log_problems logs; // (what it provokes is logged, checked at the end)
     const unsigned limit = 64, asked = 100; // limit: MAX_PEER_CONNS, set in SetUp
     for (unsigned i = 1; i <= asked; ++i) {
         ASSERT_TRUE(request(i, m_target.gid, m_raw.qpn(), m_own_index)) << i;
@@ -329,6 +331,7 @@ TEST_P(hostile_peer, one_peer_gets_at_most_max_peer_conns_and_others_still_conne
     }));
     ASSERT_EQ(UCS_OK, st);
     EXPECT_TRUE(wait_for([&] { return got == 1; }));
+    EXPECT_TRUE(logged_only(logs, "MAX_PEER_CONNS"));
 }
 
 TEST_P(hostile_peer, a_request_naming_another_sender_gets_no_answer)

@@ -10,6 +10,7 @@
 //    overrun the peer's receive buffer).
 #include "test_util.h"
 #include "uct_fixture.h"
+#include "log_guard.h"
 
 #include "rc/rc_ep.h"
 #include "ud/ud_iface.h"
@@ -172,6 +173,7 @@ class own_qp : public lifetime {
 
 TEST_P(own_qp, qp_in_error_fails_its_endpoint_and_only_it)
 {
+    expect_log_problems logs; // (what it provokes is logged, checked at the end)
     counter_sink sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
     uct_ep_h bad = connect(m_a, m_b), good = connect(m_a, m_b);
@@ -201,6 +203,7 @@ TEST_P(own_qp, qp_in_error_fails_its_endpoint_and_only_it)
     EXPECT_TRUE(wait_for([&] { return sink.count == before + 100; })) << sink.count - before;
     EXPECT_TRUE(wait_for([&] { return uct_ep_flush(good, 0, nullptr) == UCS_OK; }));
     EXPECT_EQ(1u, s_ep_errors);
+    EXPECT_TRUE(logged_only(logs, "with error"));
 }
 
 /// ud_zv: one QP per interface, reset in place when it enters the error state.
@@ -242,6 +245,7 @@ TEST_P(ud_iface_qp, qp_in_error_takes_no_work_until_reset_then_delivers_everythi
 
 TEST_P(lifetime, am_zcopy_beyond_the_advertised_limits_is_refused)
 {
+    expect_log_problems logs; // (what it provokes is logged, checked at the end)
     counter_sink sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
     uct_ep_h ep = connect(m_a, m_b);
@@ -276,6 +280,7 @@ TEST_P(lifetime, am_zcopy_beyond_the_advertised_limits_is_refused)
     EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
     EXPECT_EQ(0u, s_ep_errors);
     dereg(r);
+    EXPECT_TRUE(logged_only(logs, "am_zcopy"));
 }
 
 // The device's events as the interfaces get them (from the md's reader in
@@ -284,6 +289,7 @@ TEST_P(lifetime, am_zcopy_beyond_the_advertised_limits_is_refused)
 // every interface on the device, and new endpoints are refused.
 TEST_P(own_qp, qp_fatal_event_fails_that_endpoint_only)
 {
+    expect_log_problems logs; // (what it provokes is logged, checked at the end)
     counter_sink sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
     uct_ep_h bad = connect(m_a, m_b), good = connect(m_a, m_b);
@@ -299,10 +305,12 @@ TEST_P(own_qp, qp_fatal_event_fails_that_endpoint_only)
     ASSERT_TRUE(wait_for([&] { return uct_ep_am_short(good, am_id, 1, nullptr, 0) == UCS_OK; }));
     EXPECT_TRUE(wait_for([&] { return sink.count == 1; }));
     EXPECT_EQ(1u, s_ep_errors);
+    EXPECT_TRUE(logged_only(logs, "qp 0x"));
 }
 
 TEST_P(lifetime, device_fatal_event_fails_every_endpoint_and_refuses_new_ones)
 {
+    expect_log_problems logs; // (what it provokes is logged, checked at the end)
     uct_ep_h ab = connect(m_a, m_b), ba = connect(m_b, m_a);
     ASSERT_TRUE(ab && ba);
     verbs::async_event ev;
@@ -315,6 +323,7 @@ TEST_P(lifetime, device_fatal_event_fails_every_endpoint_and_refuses_new_ones)
     uct_ep_h ep;
     EXPECT_EQ(UCS_ERR_IO_ERROR, try_create_ep(m_a, m_b, &ep));
     EXPECT_EQ(2u, s_ep_errors);
+    EXPECT_TRUE(logged_only(logs, "is lost"));
 }
 
 INSTANTIATE_TEST_SUITE_P(tl, lifetime, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));

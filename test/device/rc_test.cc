@@ -3,6 +3,7 @@
 // many endpoints, remote access errors. Data is checked on every transfer.
 #include "test_util.h"
 #include "uct_fixture.h"
+#include "log_guard.h"
 
 #include "rc/rc_iface.h"
 
@@ -309,6 +310,7 @@ TEST_F(rc_zv, many_endpoints_in_one_process)
 
 TEST_F(rc_zv, access_outside_registration_is_an_endpoint_error)
 {
+    expect_log_problems logs; // (what it provokes is logged, checked at the end)
     uct_ep_h ep = connect(m_a, m_b);
     ASSERT_NE(nullptr, ep);
     region local  = reg(8192, UCT_MD_MEM_ACCESS_LOCAL_READ);
@@ -329,6 +331,7 @@ TEST_F(rc_zv, access_outside_registration_is_an_endpoint_error)
     EXPECT_EQ(0xab, static_cast<uint8_t *>(remote.addr)[4095]);
     dereg(local);
     dereg(remote);
+    EXPECT_TRUE(logged_only(logs, "remote access error"));
 }
 
 // Keys grant only what the registration asked for: a buffer registered for
@@ -337,6 +340,7 @@ TEST_F(rc_zv, access_outside_registration_is_an_endpoint_error)
 // memory is unchanged (not read: the get's target keeps its pattern).
 TEST_F(rc_zv, keys_grant_only_the_access_registered)
 {
+    expect_log_problems logs; // (what it provokes is logged, checked at the end)
     region src   = reg(4096, UCT_MD_MEM_ACCESS_LOCAL_READ);
     region sendb = reg(4096, UCT_MD_MEM_ACCESS_LOCAL_READ); // a send buffer
     region putb  = reg(4096, UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_LOCAL_WRITE);
@@ -376,6 +380,7 @@ TEST_F(rc_zv, keys_grant_only_the_access_registered)
     dereg(sendb);
     dereg(putb);
     dereg(dst);
+    EXPECT_TRUE(logged_only(logs, "remote access error"));
 }
 
 // Polled flush (no completion): a put_short is posted unsignaled, and

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -29,6 +30,19 @@ namespace {
 
 constexpr uint8_t am_id = 23;
 
+/// Whether a line of `rdma resource show` names a thread of this process:
+/// the kernel records the thread that created the object (a passive QP is
+/// created by the async thread when it answers for a worker that is away).
+bool ours(const std::string &line)
+{
+    size_t at = line.find(" pid ");
+    if (at == std::string::npos) {
+        return false;
+    }
+    const std::string tid = std::to_string(std::atoi(line.c_str() + at + 5));
+    return access(("/proc/self/task/" + tid).c_str(), F_OK) == 0;
+}
+
 /// This process's QPs of 'type' (RC, UC) in the kernel's resource tracking;
 /// -1 when the tool cannot be run.
 int kernel_qps(const char *type)
@@ -37,7 +51,6 @@ int kernel_qps(const char *type)
     if (f == nullptr) {
         return -1;
     }
-    const std::string pid  = "pid " + std::to_string(getpid()) + " ";
     const std::string kind = std::string("type ") + type + " ";
     int n = 0, lines = 0;
     char line[512];
@@ -47,7 +60,7 @@ int kernel_qps(const char *type)
             l.back() = ' ';
         }
         ++lines;
-        n += (l.find(pid) != std::string::npos) && (l.find(kind) != std::string::npos);
+        n += (l.find(kind) != std::string::npos) && ours(l);
     }
     return ((pclose(f) == 0) && (lines > 0)) ? n : -1;
 }

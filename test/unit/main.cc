@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
@@ -85,6 +86,35 @@ expect_log_problems::~expect_log_problems()
 const std::vector<std::string> &expect_log_problems::expected() const
 {
     return g_expected;
+}
+
+size_t expect_log_problems::matching(const char *what) const
+{
+    std::lock_guard<std::mutex> guard(g_lock);
+    size_t n = 0;
+    for (const std::string &l : g_expected) {
+        n += (l.find(what) != std::string::npos) ? 1 : 0;
+    }
+    return n;
+}
+
+size_t expect_log_problems::others(const char *what) const
+{
+    std::lock_guard<std::mutex> guard(g_lock);
+    return g_expected.size() - std::count_if(g_expected.begin(), g_expected.end(),
+                                             [what](const std::string &l) {
+                                                 return l.find(what) != std::string::npos;
+                                             });
+}
+
+std::string expect_log_problems::text() const
+{
+    std::lock_guard<std::mutex> guard(g_lock);
+    std::string s;
+    for (const std::string &l : g_expected) {
+        s += "\n  " + l;
+    }
+    return s;
 }
 
 int stray_log_tests() { return g_stray_tests; }
