@@ -149,11 +149,13 @@ constexpr double reg_cost_growth   = 0.06e-9;
 
 // The invalidation source is process-wide and chosen once, by the first md
 // opened (UCX opens mds when a context is created, which is as early as the
-// module can act on UCX's configuration); later mds share it.
+// module can act on UCX's configuration); later mds share it, and one that
+// asks for another source is told so, once.
 ucs_status_t init_monitor_once(const zv::rcache::config &cfg)
 {
     static pthread_mutex_t lock   = PTHREAD_MUTEX_INITIALIZER;
     static bool            done   = false;
+    static bool            warned = false;
     static ucs_status_t    result = UCS_OK;
     pthread_mutex_lock(&lock);
     if (!done) {
@@ -163,6 +165,15 @@ ucs_status_t init_monitor_once(const zv::rcache::config &cfg)
             ucs_debug("zv: registration cache invalidation source: %s",
                       zv::monitor::active_name());
         }
+    } else if ((result == UCS_OK) && !warned &&
+               (cfg.monitor != zv::rcache::monitor_kind::automatic) &&
+               (zv::monitor::global() != nullptr) &&
+               (cfg.monitor != zv::monitor::global()->kind())) {
+        warned = true;
+        ucs_warn("zv: UCX_ZV_RCACHE_MONITOR=%s ignored: the registration cache's "
+                 "invalidation source is chosen once per process, by the first zv "
+                 "memory domain opened, and is %s",
+                 zv::rcache::monitor_kind_name(cfg.monitor), zv::monitor::active_name());
     }
     pthread_mutex_unlock(&lock);
     return result;

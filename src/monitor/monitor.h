@@ -53,7 +53,8 @@ protected:
 [[nodiscard]] ucs_status_t create(const settings &cfg, monitor **out);
 void destroy(monitor *mon);
 
-// The module-wide monitor: created once when the module loads.
+// The process-wide monitor: created once, by the first zv md opened
+// (src/glue/zv_component.cc).
 [[nodiscard]] ucs_status_t global_init(const settings &cfg);
 void global_cleanup();
 monitor *global();

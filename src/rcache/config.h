@@ -59,8 +59,9 @@ inline constexpr const char *k_max_regions_doc =
     "cannot exhaust the HCA's memory-region resources.";
 inline constexpr const char *k_monitor_default = "auto";
 inline constexpr const char *k_monitor_doc =
-    "Source of memory-change events for the registration cache, chosen once when "
-    "the module loads:\n"
+    "Source of memory-change events for the registration cache, chosen once per "
+    "process, by the first zv memory domain opened (a later one that asks for "
+    "another is warned and shares it):\n"
     " uffd - the kernel notifier (userfaultfd UNMAP/REMOVE/REMAP events); sees "
     "every change to the page tables, whoever makes it; private anonymous memory "
     "only, other memory is registered for each use.\n"

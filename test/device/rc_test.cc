@@ -668,5 +668,26 @@ TEST_F(rc_zv, a_handler_that_progresses_its_worker_leaves_the_outer_call_in_char
     EXPECT_FALSE(rc::to_rc(m_b.iface)->in_progress);
 }
 
+/// The registration cache's invalidation source is chosen once per process,
+/// by the first md opened: a later md that asks for another one is told so,
+/// once, and works with the first one's.
+TEST_F(rc_zv, a_later_md_asking_for_another_monitor_is_warned_once)
+{
+    expect_log_problems logs;
+    // One of the two differs from whatever the first md chose.
+    for (const char *kind : {"none", "uffd", "none", "uffd"}) {
+        uct_md_config_t *cfg;
+        ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, nullptr, nullptr, &cfg));
+        ASSERT_EQ(UCS_OK, uct_config_modify(cfg, "RCACHE_MONITOR", kind));
+        uct_md_h md;
+        ucs_status_t status = uct_md_open(m_component, m_md_name.c_str(), cfg, &md);
+        uct_config_release(cfg);
+        ASSERT_EQ(UCS_OK, status) << kind;
+        uct_md_close(md);
+    }
+    EXPECT_EQ(1u, logs.matching("is chosen once per process")) << logs.text();
+    EXPECT_TRUE(logged_only(logs, "UCX_ZV_RCACHE_MONITOR="));
+}
+
 } // namespace
 } // namespace zv::test

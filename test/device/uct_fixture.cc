@@ -54,6 +54,7 @@ void uct_test::SetUp()
         attr.md_resources = res.data();
         ASSERT_EQ(UCS_OK, uct_component_query(components[i], &attr));
         m_component = components[i];
+        m_md_name   = res[0].md_name;
         uct_md_config_t *cfg;
         ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, nullptr, nullptr, &cfg));
         ucs_status_t status = uct_md_open(m_component, res[0].md_name, cfg, &m_md);

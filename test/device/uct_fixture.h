@@ -88,6 +88,7 @@ protected:
 
     uct_component_h m_component = nullptr;
     uct_md_h        m_md        = nullptr;
+    std::string     m_md_name;
     uct_md_attr_t   m_md_attr   = {};
     std::string     m_dev;
     uct_side        m_a, m_b;
