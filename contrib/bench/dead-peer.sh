@@ -41,11 +41,12 @@ once() {
     LD_PRELOAD=$pre UCX_TLS=$tlsv "$prog" serve "$tmp/addr" > "$tmp/serve.out" 2>&1 &
     local srv=$! i
     for i in $(seq 100); do [ -s "$tmp/addr" ] && break; sleep 0.1; done
-    LD_PRELOAD=$pre UCX_TLS=$tlsv "$prog" send "$tmp/addr" "$limit" > "$tmp/send.out" 2>&1 &
+    timeout -s KILL $((limit + 30)) env LD_PRELOAD="$pre" UCX_TLS="$tlsv" \
+        "$prog" send "$tmp/addr" "$limit" > "$tmp/send.out" 2>&1 &
     local snd=$!
     for i in $(seq 300); do grep -q '^ready' "$tmp/send.out" && break; sleep 0.1; done
     if ! grep -q '^ready' "$tmp/send.out"; then
-        kill -9 $srv $snd 2>/dev/null; wait $srv $snd 2>/dev/null
+        kill -9 $srv 2>/dev/null; pkill -9 -x zv_dead_peer; wait $srv $snd 2>/dev/null
         echo "n/a (not ready: $(tail -n 1 "$tmp/send.out" | head -c 80))"; return
     fi
     sleep 1
@@ -63,7 +64,9 @@ echo "    zv: UCX_RC_ZV_TIMEOUT and RETRY_COUNT, UCX_UD_ZV_TIMEOUT, UCX_UC_ZV_TI
 declare -A got
 for r in $(seq "$rounds"); do
     for tl in $tls; do
-        got[$tl]+="$(once "$tl") "
+        v=$(once "$tl")
+        got[$tl]+="$v "
+        echo "   round $r of $rounds, $tl: $v"
     done
 done
 printf '%-10s %8s %8s %8s   %s\n' transport median min max rounds
