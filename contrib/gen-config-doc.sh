@@ -60,7 +60,10 @@ entries() {
 gen() {
     local out
     out=$(mktemp)
+    # UCX 1.16+ ends each doc with a "# " line that 1.13 does not print:
+    # dropped, so that every UCX gives the same reference.
     LD_PRELOAD=$mod ucx_info -f > "$out" || { rm -f "$out"; exit 1; }
+    sed -i '/^# $/d' "$out"
     echo '```'
     entries kept "$out" | cat -s |
         awk '{ l[NR] = $0 } END { n = NR; while (n > 0 && (l[n] == "" || l[n] == "#")) n--
