@@ -303,7 +303,7 @@ uct_component_t zv_component = {
     /* query_md_resources */ zv_query_md_resources,
     /* md_open            */ zv_md_open,
     /* cm_open            */ nullptr,
-    /* rkey_unpack        */ zv_rkey_unpack,
+    /* rkey_unpack        */ zv::ucx::rkey_unpack<zv_rkey_unpack>,
     /* rkey_ptr           */ nullptr,
     /* rkey_release       */ zv_rkey_release,
     ZV_UCX_COMPONENT_RKEY_COMPARE

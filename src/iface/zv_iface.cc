@@ -257,6 +257,4 @@ void vfs_refresh(uct_iface_h) {}
 
 ucs_status_t ep_query(uct_ep_h, uct_ep_attr_t *) { return UCS_ERR_UNSUPPORTED; }
 
-ucs_status_t ep_invalidate(uct_ep_h, unsigned) { return UCS_ERR_UNSUPPORTED; }
-
 } // namespace zv::iface

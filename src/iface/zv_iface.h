@@ -173,7 +173,6 @@ int is_reachable_v2(uct_iface_h iface, const uct_device_addr_t *dev_addr,
 ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr);
 void vfs_refresh(uct_iface_h iface);
 ucs_status_t ep_query(uct_ep_h ep, uct_ep_attr_t *attr);
-ucs_status_t ep_invalidate(uct_ep_h ep, unsigned flags);
 
 /// UCT's internal ops of a zv transport whose endpoints tell their peer
 /// with Connected (ucx::ep_is_connected_fn): a performance estimate from
@@ -181,8 +180,8 @@ ucs_status_t ep_invalidate(uct_ep_h ep, unsigned flags);
 /// invalidate.
 template <ucx::ep_is_connected_fn Connected>
 inline uct_iface_internal_ops_t internal_ops =
-        ucx::make_internal_ops<estimate_perf, vfs_refresh, ep_query, ep_invalidate,
-                               is_reachable_v2, Connected>();
+        ucx::make_internal_ops<estimate_perf, vfs_refresh, ep_query, is_reachable_v2,
+                               Connected>();
 
 } // namespace zv::iface
 

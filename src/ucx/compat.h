@@ -21,6 +21,11 @@
 //   - ucs_topo_sys_device_set_name's priority (1.15+)
 //   - ucs_rcache: the alignment moved from the params to ucs_rcache_get,
 //     and the ops gained merge, called without a NULL check
+// and, as the v1.22.0 tag shows (built against here only for syntax):
+//   - rkey_unpack takes uct_rkey_unpack_params_t; ep_invalidate takes
+//     uct_ep_invalidate_params_t; the md ops gained mem_elem_pack and the
+//     internal ops iface_query_v2, ep_get_device_ep, ep_put_sgl_zcopy, all
+//     called without a NULL check
 #ifndef ZV_UCX_COMPAT_H
 #define ZV_UCX_COMPAT_H
 
@@ -183,6 +188,11 @@ constexpr uct_md_ops_t make_md_ops()
 #ifdef HAVE_UCT_MD_OPS_T_IS_SOCKADDR_ACCESSIBLE
     ops.is_sockaddr_accessible = detail::md_no_sockaddr;
 #endif
+#ifdef HAVE_UCT_MD_OPS_T_MEM_ELEM_PACK
+    ops.mem_elem_pack = [](uct_md_h, uct_mem_h, uct_rkey_t, uct_device_mem_elem_t *) {
+        return UCS_ERR_UNSUPPORTED;
+    };
+#endif
     return ops;
 }
 
@@ -216,6 +226,27 @@ inline ucs_status_t rkey_compare(uct_component_t *, uct_rkey_t rkey1, uct_rkey_t
 #endif
 
 } // namespace detail
+
+/// A component's rkey_unpack, with the project's signature.
+using rkey_unpack_fn = ucs_status_t (*)(uct_component_t *component, const void *rkey_buffer,
+                                        uct_rkey_t *rkey_p, void **handle_p);
+
+/// UCX's rkey_unpack for Unpack (UCX 1.22 adds parameters zv needs not).
+#ifdef ZV_UCX_RKEY_UNPACK_PARAMS
+template <rkey_unpack_fn Unpack>
+ucs_status_t rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                         const uct_rkey_unpack_params_t *, uct_rkey_t *rkey_p, void **handle_p)
+{
+    return Unpack(component, rkey_buffer, rkey_p, handle_p);
+}
+#else
+template <rkey_unpack_fn Unpack>
+ucs_status_t rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                         uct_rkey_t *rkey_p, void **handle_p)
+{
+    return Unpack(component, rkey_buffer, rkey_p, handle_p);
+}
+#endif
 
 /// A uct_component_t is initialised in member order (its name is const):
 /// put ZV_UCX_COMPONENT_RKEY_COMPARE after rkey_release. Where UCX has
@@ -317,17 +348,36 @@ int ep_is_connected(uct_ep_h ep, const uct_ep_is_connected_params_t *params)
 /// UCX's internal interface ops, set member by member. The v2 members
 /// (UCX 1.16+) are called by UCP without a NULL check: zv's interfaces
 /// connect to interfaces, so connect_to_ep_v2 is unsupported, as in UCX's
-/// ud transports.
+/// ud transports. zv invalidates no endpoint, and has no device endpoints
+/// or scatter-gather puts (UCX 1.22).
 template <uct_iface_estimate_perf_func_t EstimatePerf, uct_iface_vfs_refresh_func_t Vfs,
-          uct_ep_query_func_t EpQuery, uct_ep_invalidate_func_t EpInvalidate,
-          is_reachable_fn Reachable, ep_is_connected_fn Connected>
+          uct_ep_query_func_t EpQuery, is_reachable_fn Reachable, ep_is_connected_fn Connected>
 constexpr uct_iface_internal_ops_t make_internal_ops()
 {
     uct_iface_internal_ops_t ops{};
     ops.iface_estimate_perf = EstimatePerf;
     ops.iface_vfs_refresh   = Vfs;
     ops.ep_query            = EpQuery;
-    ops.ep_invalidate       = EpInvalidate;
+#ifdef ZV_UCX_EP_INVALIDATE_PARAMS
+    ops.ep_invalidate = [](uct_ep_h, const uct_ep_invalidate_params_t *) {
+        return UCS_ERR_UNSUPPORTED;
+    };
+#else
+    ops.ep_invalidate = [](uct_ep_h, unsigned) { return UCS_ERR_UNSUPPORTED; };
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_IFACE_QUERY_V2
+    ops.iface_query_v2 = uct_iface_base_query_v2;
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_GET_DEVICE_EP
+    ops.ep_get_device_ep = [](uct_ep_h, uct_device_ep_h *) { return UCS_ERR_UNSUPPORTED; };
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_PUT_SGL_ZCOPY
+    ops.ep_put_sgl_zcopy = [](uct_ep_h, void *const *, const size_t *, uct_mem_h const *,
+                              const uint64_t *, uct_rkey_t const *, const size_t *,
+                              const size_t *, size_t, uct_completion_t *) {
+        return UCS_ERR_UNSUPPORTED;
+    };
+#endif
 #ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_CONNECT_TO_EP_V2
     ops.ep_connect_to_ep_v2 = [](uct_ep_h, const uct_device_addr_t *, const uct_ep_addr_t *,
                                  const uct_ep_connect_to_ep_params_t *) {
