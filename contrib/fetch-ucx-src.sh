@@ -3,7 +3,10 @@
 # Fetch the UCX source tree of exactly the installed UCX version (for UCX's
 # internal headers), from Debian's source package, without touching any
 # system apt file: a deb-src list is derived from the system's own sources
-# and used with a private apt state directory.
+# and used with a private apt state directory. The package is looked up by
+# the installed UCX's SOURCE version (a binNMU such as Debian 13's
+# 1.18.1+ds-2+b1 is built from source 1.18.1+ds-2). Where the source
+# package cannot be had, configure takes a UCX tree with --with-ucx-src=DIR.
 #
 # usage: contrib/fetch-ucx-src.sh [DEST]   (default: $ZV_UCX_SRC_CACHE or
 #        /var/cache/zverbs/ucx-src). Prints the source directory on stdout.
@@ -12,9 +15,10 @@ set -eu
 dest=${1:-${ZV_UCX_SRC_CACHE:-/var/cache/zverbs/ucx-src}}
 die() { echo "fetch-ucx-src: $*" >&2; exit 1; }
 
-ver=$(dpkg-query -W -f='${Version}' libucx-dev 2>/dev/null) ||
-    die "libucx-dev is not installed (run contrib/setup.sh)"
-upstream=${ver#*:}; upstream=${upstream%-*}
+here=$(cd "$(dirname "$0")" && pwd)
+ver=$("$here/ucx-src-version.sh" --installed) || exit 1
+# 1:1.18.1+ds-2 -> 1.18.1 (no epoch, Debian revision, or repack suffix)
+upstream=${ver#*:}; upstream=${upstream%-*}; upstream=${upstream%%+*}; upstream=${upstream%%~*}
 srcdir=$dest/ucx-$ver
 
 if [ -f "$srcdir/.zv-complete" ]; then
@@ -53,12 +57,14 @@ apt_opts=(-o "Dir::Etc::SourceList=$state/sources.list"
           -o "APT::Get::List-Cleanup=0"
           -o "APT::Sandbox::User=root")
 
-echo "fetch-ucx-src: fetching Debian source package ucx=$ver" >&2
+echo "fetch-ucx-src: fetching Debian source package ucx=$ver (UCX $upstream)" >&2
 apt-get "${apt_opts[@]}" -qq update >&2 ||
-    die "apt-get update with a private deb-src list failed; give the UCX sources with --with-ucx-src=DIR instead"
+    die "apt-get update with a private deb-src list failed, so the source package ucx=$ver cannot be looked for; give a UCX $upstream source tree with --with-ucx-src=DIR instead (a checkout of UCX's tag v$upstream)"
 work=$(mktemp -d "$dest/.src.XXXXXX")
-( cd "$work" && apt-get "${apt_opts[@]}" -qq --download-only source "ucx=$ver" >&2 ) ||
-    die "cannot download the source of ucx=$ver; give the UCX $upstream sources with --with-ucx-src=DIR"
+( cd "$work" && apt-get "${apt_opts[@]}" -qq --download-only source "ucx=$ver" >&2 ) || {
+    rm -rf "$work"
+    die "the source package ucx=$ver (of the installed UCX $upstream) is not available from this system's apt sources; give a UCX $upstream source tree with --with-ucx-src=DIR instead (a checkout of UCX's tag v$upstream)"
+}
 dsc=$(ls "$work"/*.dsc)
 rm -rf "$srcdir"
 dpkg-source --no-check -x "$dsc" "$srcdir" >&2 ||

@@ -60,7 +60,11 @@ entries() {
 gen() {
     local out
     out=$(mktemp)
+    # UCX 1.16+ ends each doc with a "# " line that 1.13 does not print,
+    # and spells a time value's units [m|s|ms|us|ns] (it takes minutes too):
+    # the reference is the same for every UCX, with the units all take.
     LD_PRELOAD=$mod ucx_info -f > "$out" || { rm -f "$out"; exit 1; }
+    sed -i -e '/^# $/d' -e 's/^\(# syntax: *time value: <number>\)\[m|s|ms|us|ns\]$/\1[s|us|ms|ns]/' "$out"
     echo '```'
     entries kept "$out" | cat -s |
         awk '{ l[NR] = $0 } END { n = NR; while (n > 0 && (l[n] == "" || l[n] == "#")) n--

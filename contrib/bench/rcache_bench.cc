@@ -7,6 +7,7 @@
 // not merge them) and the same random sequence of lookups.
 #include "monitor/monitor.h"
 #include "rcache/cache.h"
+#include "ucx/compat.h"
 
 #include <ucm/api/ucm.h>
 // 1.13's rcache.h has no C++ guards of its own.
@@ -69,14 +70,13 @@ void ucs_noop_dump(void *, ucs_rcache_t *, ucs_rcache_region_t *, char *buf, siz
         buf[0] = '\0';
     }
 }
-const ucs_rcache_ops_t g_ucs_ops = {ucs_noop_reg, ucs_noop_dereg, ucs_noop_dump};
+const ucs_rcache_ops_t g_ucs_ops = zv::ucx::rcache_ops(ucs_noop_reg, ucs_noop_dereg, ucs_noop_dump);
 
 ucs_rcache_t *make_ucs_rcache()
 {
     ucs_rcache_params_t params = {};
     params.region_struct_size  = sizeof(ucs_rcache_region_t);
-    params.alignment           = k_page;
-    params.max_alignment       = k_page;
+    zv::ucx::rcache_set_alignment(&params, k_page);
     params.ucm_events          = UCM_EVENT_VM_UNMAPPED;
     params.ucm_event_priority  = 1000;
     params.ops                 = &g_ucs_ops;
@@ -171,7 +171,7 @@ hit_result bench_hits(zv::monitor::monitor *mon, size_t regions, int threads, si
         ucs_rcache_region_t *ur = nullptr;
         char                *a  = buf + 2 * i * k_page;
         if ((zc->get(a, k_page, access, &zr) != UCS_OK) ||
-            (ucs_rcache_get(uc, a, k_page, PROT_READ | PROT_WRITE, nullptr, &ur) != UCS_OK)) {
+            (zv::ucx::rcache_get(uc, a, k_page, k_page, PROT_READ | PROT_WRITE, nullptr, &ur) != UCS_OK)) {
             fprintf(stderr, "warm-up registration failed\n");
             exit(1);
         }
@@ -195,8 +195,8 @@ hit_result bench_hits(zv::monitor::monitor *mon, size_t regions, int threads, si
         size_t k = static_cast<size_t>(t) * 7919;
         for (size_t i = 0; i < n; ++i, ++k) {
             ucs_rcache_region_t *r = nullptr;
-            if (ucs_rcache_get(uc, addr_of(seq[k & (seq.size() - 1)], t), 256,
-                               PROT_READ | PROT_WRITE, nullptr, &r) != UCS_OK) {
+            if (zv::ucx::rcache_get(uc, addr_of(seq[k & (seq.size() - 1)], t), 256, k_page,
+                                    PROT_READ | PROT_WRITE, nullptr, &r) != UCS_OK) {
                 abort();
             }
             ucs_rcache_region_put(uc, r);

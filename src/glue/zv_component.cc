@@ -10,6 +10,7 @@
 #include "monitor/monitor.h"
 #include "rcache/config.h"
 #include "rc/rc_iface.h"
+#include "ucx/compat.h"
 
 #include <ucs/config/parser.h>
 #include <ucs/sys/string.h>
@@ -302,9 +303,10 @@ uct_component_t zv_component = {
     /* query_md_resources */ zv_query_md_resources,
     /* md_open            */ zv_md_open,
     /* cm_open            */ nullptr,
-    /* rkey_unpack        */ zv_rkey_unpack,
+    /* rkey_unpack        */ zv::ucx::rkey_unpack<zv_rkey_unpack>,
     /* rkey_ptr           */ nullptr,
     /* rkey_release       */ zv_rkey_release,
+    ZV_UCX_COMPONENT_RKEY_COMPARE
     /* md_config          */ {"zv memory domain", "ZV_", zv_md_config_table,
                               sizeof(zv_md_config), {nullptr, nullptr}},
     /* cm_config          */ {"", "", nullptr, 0, {nullptr, nullptr}},

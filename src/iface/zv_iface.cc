@@ -89,8 +89,7 @@ unsigned take_events(void *arg)
 int schedule_events(void *arg)
 {
     auto *iface = static_cast<zv_iface *>(arg);
-    return ucs_callbackq_add_safe(&iface->super.worker->super.progress_q, take_events, iface,
-                                  UCS_CALLBACKQ_FLAG_ONESHOT);
+    return ucx::oneshot_add(&iface->super.worker->super.progress_q, iface, take_events, iface);
 }
 
 } // namespace
@@ -104,9 +103,9 @@ void watch_events(zv_iface *iface, event_handler handler)
 void cleanup(zv_iface *iface)
 {
     if (iface->events_id >= 0) {
-        int id = iface->md->events.remove(iface->events_id);
-        if (id != UCS_CALLBACKQ_ID_NULL) {
-            ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q, id);
+        int token = iface->md->events.remove(iface->events_id);
+        if (token != verbs::async_dispatcher::no_token) {
+            ucx::oneshot_cancel(&iface->super.worker->super.progress_q, iface, token);
         }
         iface->events_id = -1;
     }
@@ -170,25 +169,84 @@ int is_reachable(const uct_iface_h iface, const uct_device_addr_t *dev_addr,
 
 int is_device_reachable(zv_iface *iface, const uct_device_addr_t *addr)
 {
+    return is_device_reachable(iface, addr, ucx::reach_reason{});
+}
+
+int is_device_reachable(zv_iface *iface, const uct_device_addr_t *addr,
+                        const ucx::reach_reason &why)
+{
     device_addr da;
     std::memcpy(&da, addr, sizeof(da));
     bool roce = (da.flags & 1) != 0;
     if (roce != iface->port->is_roce) {
+        why.say("%s: link layer differs (peer %s, %s here)", iface->tl_name,
+                roce ? "Ethernet" : "InfiniBand",
+                iface->port->is_roce ? "Ethernet" : "InfiniBand");
         return 0;
     }
     if (!roce) {
         // Same IB subnet: equal GID subnet prefix.
-        return std::memcmp(da.gid, iface->port->gid.raw, 8) == 0;
+        if (std::memcmp(da.gid, iface->port->gid.raw, 8) != 0) {
+            why.say("%s: other InfiniBand subnet (GID prefix differs)", iface->tl_name);
+            return 0;
+        }
+        return 1;
     }
-    return iface->reach.reachable(da.gid);
+    if (!iface->reach.reachable(da.gid)) {
+        why.say("%s: no route from %s to the peer's RoCE GID", iface->tl_name,
+                iface->md->dev.name().c_str());
+        return 0;
+    }
+    return 1;
+}
+
+bool same_device(const device_addr &a, const device_addr &b)
+{
+    if ((a.flags & 1) != (b.flags & 1)) {
+        return false;
+    }
+    if (a.flags & 1) {
+        // RoCE: the whole GID names the port.
+        return std::memcmp(a.gid, b.gid, sizeof(a.gid)) == 0;
+    }
+    // InfiniBand: the LID and the GID's interface id (as UCX's ib transports).
+    return (a.lid == b.lid) && (std::memcmp(a.gid + 8, b.gid + 8, 8) == 0);
+}
+
+bool same_device(const device_addr &a, const uct_device_addr_t *b)
+{
+    device_addr db;
+    std::memcpy(&db, b, sizeof(db));
+    return same_device(a, db);
+}
+
+int is_reachable_v2(uct_iface_h uct_iface, const uct_device_addr_t *dev_addr,
+                    const uct_iface_addr_t *, bool same_dev, const ucx::reach_reason &why)
+{
+    auto *iface = reinterpret_cast<zv_iface *>(uct_iface);
+    if (dev_addr == nullptr) {
+        why.say("%s: no device address", iface->tl_name);
+        return 0;
+    }
+    if (!is_device_reachable(iface, dev_addr, why)) {
+        return 0;
+    }
+    if (same_dev) {
+        device_addr here;
+        get_device_address(uct_iface, reinterpret_cast<uct_device_addr_t *>(&here));
+        if (!same_device(here, dev_addr)) {
+            why.say("%s: the same device is expected in device reachability scope",
+                    iface->tl_name);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 void progress_disable(uct_iface_h iface, unsigned flags)
 {
     uct_base_iface_progress_disable(iface, flags);
 }
-
-namespace {
 
 ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr)
 {
@@ -198,16 +256,5 @@ ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr)
 void vfs_refresh(uct_iface_h) {}
 
 ucs_status_t ep_query(uct_ep_h, uct_ep_attr_t *) { return UCS_ERR_UNSUPPORTED; }
-
-ucs_status_t ep_invalidate(uct_ep_h, unsigned) { return UCS_ERR_UNSUPPORTED; }
-
-} // namespace
-
-uct_iface_internal_ops_t internal_ops = {
-    /* iface_estimate_perf */ estimate_perf,
-    /* iface_vfs_refresh   */ vfs_refresh,
-    /* ep_query            */ ep_query,
-    /* ep_invalidate       */ ep_invalidate,
-};
 
 } // namespace zv::iface

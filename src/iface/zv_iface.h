@@ -8,7 +8,7 @@
 #include "verbs/qp.h"
 #include "verbs/route.h"
 
-#include "ucx/internal.h"
+#include "ucx/compat.h"
 
 #include <cstring>
 #include <vector>
@@ -151,16 +151,37 @@ void set_auto_max_eps(zv_iface *iface, const conn_cost &cost, const char *tl_nam
 ucs_status_t get_device_address(uct_iface_h iface, uct_device_addr_t *addr);
 void progress_disable(uct_iface_h iface, unsigned flags);
 
-/// UCT's internal ops, the same for every zv transport (performance
-/// estimate from the attributes; no vfs, ep query or invalidate).
-extern uct_iface_internal_ops_t internal_ops;
 /// Whether the port of 'addr' can be reached from this one: the same IB
 /// subnet, or for RoCE the same link layer and a route (verbs::ipv4_reach).
 int is_device_reachable(zv_iface *iface, const uct_device_addr_t *addr);
+/// The same, saying why not in 'why'.
+int is_device_reachable(zv_iface *iface, const uct_device_addr_t *addr,
+                        const ucx::reach_reason &why);
+/// Whether two device addresses name the same port: for RoCE the same GID,
+/// for InfiniBand the same LID and GID interface id (as UCX's ib transports).
+bool same_device(const device_addr &a, const device_addr &b);
+bool same_device(const device_addr &a, const uct_device_addr_t *b);
 /// UCT's iface_is_reachable of every zv transport (a device address is
 /// needed; the interface address says nothing more).
 int is_reachable(const uct_iface_h iface, const uct_device_addr_t *dev_addr,
                  const uct_iface_addr_t *iface_addr);
+/// The same with a reason and a scope (ucx::is_reachable_fn).
+int is_reachable_v2(uct_iface_h iface, const uct_device_addr_t *dev_addr,
+                    const uct_iface_addr_t *iface_addr, bool same_device,
+                    const ucx::reach_reason &why);
+
+ucs_status_t estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf_attr);
+void vfs_refresh(uct_iface_h iface);
+ucs_status_t ep_query(uct_ep_h ep, uct_ep_attr_t *attr);
+
+/// UCT's internal ops of a zv transport whose endpoints tell their peer
+/// with Connected (ucx::ep_is_connected_fn): a performance estimate from
+/// the attributes, reachability as is_reachable_v2, no vfs, ep query or
+/// invalidate.
+template <ucx::ep_is_connected_fn Connected>
+inline uct_iface_internal_ops_t internal_ops =
+        ucx::make_internal_ops<estimate_perf, vfs_refresh, ep_query, is_reachable_v2,
+                               Connected>();
 
 } // namespace zv::iface
 

@@ -2,6 +2,7 @@
 // The zv memory domain: device enumeration, registration, rkey pack/unpack.
 #include "md/zv_md.h"
 #include "monitor/monitor.h"
+#include "ucx/compat.h"
 
 #include <ucs/async/async_fwd.h>
 #include <ucs/debug/log_def.h>
@@ -100,31 +101,26 @@ void local_cpus(const verbs::locality &loc, ucs_cpu_set_t *set)
     }
 }
 
-ucs_status_t query_md(uct_md_h uct_md, uct_md_attr_t *attr)
+ucs_status_t query_md(uct_md_h uct_md, ucx::md_caps *caps)
 {
     zv_md *md = from_uct(uct_md);
 
-    std::memset(attr, 0, sizeof(*attr));
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                                 UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = md->dev.attr().orig_attr.max_mr_size;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.detect_mem_types = 0;
-    attr->cap.alloc_mem_types  = 0;
-    attr->reg_cost.c           = md->settings.reg_cost_overhead;
-    attr->reg_cost.m           = md->settings.reg_cost_growth;
-    attr->rkey_packed_size     = sizeof(packed_rkey);
-    std::snprintf(attr->component_name, sizeof(attr->component_name), "%s",
-                  md->super.component->name);
-    local_cpus(md->locality, &attr->local_cpus);
+    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY;
+    caps->max_reg          = md->dev.attr().orig_attr.max_mr_size;
+    caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    caps->reg_cost.c       = md->settings.reg_cost_overhead;
+    caps->reg_cost.m       = md->settings.reg_cost_growth;
+    caps->rkey_packed_size = sizeof(packed_rkey);
+    caps->component_name   = md->super.component->name;
+    caps->device_name      = md->dev.name().c_str();
+    local_cpus(md->locality, &caps->local_cpus);
     return UCS_OK;
 }
 
 // Access flags no wider than the use: local write is needed for receive
 // buffers and RDMA READ targets; remote access only when UCP asks for it.
-int access_flags(unsigned uct_flags)
+int access_flags(uint64_t uct_flags)
 {
     int access = IBV_ACCESS_LOCAL_WRITE;
     if (uct_flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
@@ -139,8 +135,8 @@ int access_flags(unsigned uct_flags)
     return access;
 }
 
-ucs_status_t mem_reg(uct_md_h uct_md, void *address, size_t length,
-                     unsigned flags, uct_mem_h *memh_p)
+ucs_status_t mem_reg(uct_md_h uct_md, void *address, size_t length, uint64_t flags,
+                     uct_mem_h *memh_p)
 {
     zv_md *md = from_uct(uct_md);
     rcache::region *r;
@@ -172,8 +168,7 @@ ucs_status_t mem_dereg(uct_md_h uct_md, const uct_md_mem_dereg_params_t *params)
     return UCS_OK;
 }
 
-ucs_status_t mkey_pack(uct_md_h, uct_mem_h uct_memh,
-                       const uct_md_mkey_pack_params_t *, void *buffer)
+ucs_status_t mkey_pack(uct_md_h, uct_mem_h uct_memh, void *buffer)
 {
     const auto *mh = static_cast<const memh *>(uct_memh);
     packed_rkey packed{mh->rkey()};
@@ -181,25 +176,9 @@ ucs_status_t mkey_pack(uct_md_h, uct_mem_h uct_memh,
     return UCS_OK;
 }
 
-int is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t *,
-                           uct_sockaddr_accessibility_t)
-{
-    return 0;
-}
-
-uct_md_ops_t md_ops = {
-    /* close                  */ close_md,
-    /* query                  */ query_md,
-    /* mem_alloc              */ nullptr,
-    /* mem_free               */ nullptr,
-    /* mem_advise             */ nullptr,
-    /* mem_reg                */ mem_reg,
-    /* mem_dereg              */ mem_dereg,
-    /* mem_query              */ nullptr,
-    /* mkey_pack              */ mkey_pack,
-    /* is_sockaddr_accessible */ is_sockaddr_accessible,
-    /* detect_memory_type     */ nullptr,
-};
+// Set member by member by the compatibility layer: the ops' order and
+// signatures differ between UCX versions.
+uct_md_ops_t md_ops = ucx::make_md_ops<close_md, query_md, mem_reg, mem_dereg, mkey_pack>();
 
 } // namespace
 
@@ -258,7 +237,7 @@ void find_locality(zv_md *md)
     if (loc.has_bus_id) {
         ucs_sys_bus_id_t id = {loc.domain, loc.bus, loc.dev, loc.func};
         if (ucs_topo_find_device_by_bus_id(&id, &md->sys_device) == UCS_OK) {
-            (void)ucs_topo_sys_device_set_name(md->sys_device, name);
+            (void)ucx::set_sys_device_name(md->sys_device, name);
         } else {
             md->sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
         }

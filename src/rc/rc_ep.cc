@@ -258,6 +258,15 @@ void ep_fail(rc_ep *ep, ucs_status_t status, const char *why)
     iface::report_ep_failure(&iface->super, &ep->super.super, status, why);
 }
 
+int ep_is_connected(uct_ep_h uct_ep, const uct_device_addr_t *dev_addr,
+                    const uct_iface_addr_t *uct_iface_addr)
+{
+    const rc_ep *ep = to_ep(uct_ep);
+    const auto *ia  = reinterpret_cast<const iface_addr *>(uct_iface_addr);
+    return iface::same_device(ep->peer, dev_addr) &&
+           (ep->peer_ud_qpn == iface::unpack_qpn(ia->ud_qpn));
+}
+
 // ---------------------------------------------------------------- lifecycle
 
 ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)

@@ -53,6 +53,10 @@ ucs_status_t pending_add(uct_ep_h ep, uct_pending_req_t *req, unsigned flags);
 void pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg);
 ucs_status_t ep_flush(uct_ep_h ep, unsigned flags, uct_completion_t *comp);
 ucs_status_t ep_fence(uct_ep_h ep, unsigned flags);
+/// UCT's ep_is_connected: the endpoint's peer is the interface of these
+/// addresses (its device and its UD connection QP).
+int ep_is_connected(uct_ep_h ep, const uct_device_addr_t *dev_addr,
+                    const uct_iface_addr_t *iface_addr);
 
 // The data operations (rc_ep_ops.cc).
 ucs_status_t am_short(uct_ep_h ep, uint8_t id, uint64_t header, const void *payload,

@@ -253,7 +253,7 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
                            UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                            UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                            UCT_IFACE_FLAG_CONNECT_TO_IFACE |
-                           UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+                           UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | ucx::iface_flag_inter_node;
     if (iface->reads) {
         attr->cap.flags |= UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY;
     }
@@ -600,8 +600,8 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
     bool atomics    = (zmd->dev.attr().orig_attr.atomic_cap != IBV_ATOMIC_NONE);
     ucs_status_t status = iface::init(&iface->super,
                                       atomics ? &rc_ops_atomic : &rc_ops_plain,
-                                      &iface::internal_ops, md, worker, params, config,
-                                      settings.common);
+                                      &iface::internal_ops<ep_is_connected>, md, worker,
+                                      params, config, settings.common);
     if (status != UCS_OK) {
         delete iface;
         return status;

@@ -227,6 +227,14 @@ ucs_status_t ep_get_address(uct_ep_h, uct_ep_addr_t *)
     return UCS_ERR_UNSUPPORTED;
 }
 
+int ep_is_connected(uct_ep_h uct_ep, const uct_device_addr_t *dev_addr,
+                    const uct_iface_addr_t *uct_iface_addr)
+{
+    const rd_ep *ep = to_ep(uct_ep);
+    const auto *ia  = reinterpret_cast<const iface_addr *>(uct_iface_addr);
+    return iface::same_device(ep->peer, dev_addr) && (ep->peer_qpn == iface::unpack_qpn(ia->qpn));
+}
+
 // ---------------------------------------------------------------- shared
 
 /// Number the packet, keep it for retransmission, post it. A failed post

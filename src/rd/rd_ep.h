@@ -117,6 +117,10 @@ void ep_pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg);
 ucs_status_t ep_flush(uct_ep_h ep, unsigned flags, uct_completion_t *comp);
 ucs_status_t ep_fence(uct_ep_h ep, unsigned flags);
 ucs_status_t ep_get_address(uct_ep_h ep, uct_ep_addr_t *addr);
+/// UCT's ep_is_connected: the endpoint's peer is the interface of these
+/// addresses (its device and its QP).
+int ep_is_connected(uct_ep_h ep, const uct_device_addr_t *dev_addr,
+                    const uct_iface_addr_t *iface_addr);
 
 /// The operations both transports share; each adds its endpoint lifecycle,
 /// progress, close (and uc_zv its puts). Constant-evaluated: the tables

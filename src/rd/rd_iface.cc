@@ -141,8 +141,8 @@ ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl, const uct_iface
                         uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                         const uct_iface_config_t *config, const rd_settings &settings)
 {
-    ucs_status_t status = iface::init(&iface->super, ops, &iface::internal_ops, md, worker,
-                                      params, config, settings.common);
+    ucs_status_t status = iface::init(&iface->super, ops, &iface::internal_ops<ep_is_connected>,
+                                      md, worker, params, config, settings.common);
     if (status != UCS_OK) {
         return status;
     }
@@ -298,7 +298,7 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
     attr->cap.flags      = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
                            UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PENDING |
                            UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CONNECT_TO_IFACE |
-                           UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+                           UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | ucx::iface_flag_inter_node;
     attr->cap.event_flags = 0; // retransmission needs progress: no sleeping
     // (UCT's max_short counts the 8-byte header: header + payload fit it)
     attr->cap.am.max_short       = iface->max_payload;

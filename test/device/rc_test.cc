@@ -7,6 +7,7 @@
 
 #include "rc/rc_iface.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <numeric>

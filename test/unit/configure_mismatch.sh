@@ -10,16 +10,20 @@ pass=0; fail=0
 check() { local name=$1; shift
     if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
 
-# 1. Another version (the real tree with its version bumped).
+installed=$(sed -n "s/^UCX_VERSION = //p" "$b/Makefile")
+other_minor=$(( $(echo "$installed" | cut -d. -f2) - 1 ))
+other=$(echo "$installed" | cut -d. -f1).$other_minor.$(echo "$installed" | cut -d. -f3)
+
+# 1. Another version (the real tree with its minor version one less).
 mkdir -p "$tmp/v/src"
 cp -r "$real/src/uct" "$real/src/ucs" "$tmp/v/src/"
-sed 's/^define(\[ucx_ver_minor\], *[0-9]*)/define([ucx_ver_minor], 12)/' \
+sed "s/^define(\[ucx_ver_minor\], *[0-9]*)/define([ucx_ver_minor], $other_minor)/" \
     "$real/configure.ac" > "$tmp/v/configure.ac"
 mkdir "$tmp/b1"
 (cd "$tmp/b1" && "$s/configure" --with-ucx-src="$tmp/v" >out 2>&1); rc=$?
 check "other UCX version: configure fails" test $rc != 0
 check "other UCX version: message names both versions" \
-      grep -q 'UCX version mismatch: the sources in .* are UCX 1.12.1 but the installed UCX .* is 1.13.1' "$tmp/b1/out"
+      grep -q "UCX version mismatch: the sources in .* are UCX $other but the installed UCX .* is $installed" "$tmp/b1/out"
 
 # 2. Same version, but uct_base_iface_t grew a field.
 mkdir -p "$tmp/l/src"
