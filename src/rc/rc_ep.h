@@ -86,6 +86,10 @@ ucs_status_t atomic_cswap64(uct_ep_h ep, uint64_t compare, uint64_t swap,
                             uint64_t remote_addr, uct_rkey_t rkey, uint64_t *result,
                             uct_completion_t *comp);
 
+/// UCT's ep_check, which UCP's keepalive calls on every transport whatever
+/// its flags say (UCX 1.13's ucp_worker_do_keepalive_progress).
+ucs_status_t ep_check(uct_ep_h ep, unsigned flags, uct_completion_t *comp);
+
 /// The endpoint part of the ops table; constant-evaluated (rc_iface.cc).
 constexpr void fill_ep_ops(uct_iface_ops_t &ops, bool atomics)
 {
@@ -107,6 +111,7 @@ constexpr void fill_ep_ops(uct_iface_ops_t &ops, bool atomics)
     ops.ep_pending_purge = pending_purge;
     ops.ep_flush         = ep_flush;
     ops.ep_fence         = ep_fence;
+    ops.ep_check         = ep_check;
     ops.ep_create        = ep_create;
     ops.ep_destroy       = ep_destroy;
 }

@@ -184,6 +184,30 @@ ucs_status_t put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
     return post(ep, &wr, nullptr, false);
 }
 
+ucs_status_t ep_check(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
+{
+    if ((flags != 0) || (comp != nullptr)) {
+        ucs_error("rc_zv: ep_check: flags 0x%x and a completion are not supported", flags);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    rc_ep *ep           = to_ep(uct_ep);
+    ucs_status_t status = check_tx(ep); // (no room: UCP checks again later)
+    if (status != UCS_OK) {
+        return status;
+    }
+    // A zero-length RDMA WRITE: the peer's device answers it whether or not
+    // its process progresses; with the peer gone, the retries run out and
+    // the endpoint fails as on any send.
+    ibv_send_wr &wr        = ep->wr;
+    wr.opcode              = IBV_WR_RDMA_WRITE;
+    wr.send_flags          = 0;
+    wr.sg_list             = nullptr;
+    wr.num_sge             = 0;
+    wr.wr.rdma.remote_addr = 0;
+    wr.wr.rdma.rkey        = 0;
+    return post(ep, &wr, nullptr, false);
+}
+
 ssize_t put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
                   uint64_t remote_addr, uct_rkey_t rkey)
 {

@@ -435,6 +435,18 @@ void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body)
     pending_link(ep);
 }
 
+ucs_status_t ep_check(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
+{
+    rd_ep *ep = to_ep(uct_ep);
+    if ((flags != 0) || (comp != nullptr)) {
+        ucs_error("%s: ep_check: flags 0x%x and a completion are not supported",
+                  ep->iface->tl->name, flags);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    worker_scope scope(&ep->iface->as.gate);
+    return (ep->st == rd_ep::state::failed) ? ep->error : UCS_OK;
+}
+
 void pending_link(rd_ep *ep)
 {
     if (!ep->pending.empty() && !ep->on_pending) {

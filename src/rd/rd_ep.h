@@ -122,6 +122,12 @@ ucs_status_t ep_get_address(uct_ep_h ep, uct_ep_addr_t *addr);
 int ep_is_connected(uct_ep_h ep, const uct_device_addr_t *dev_addr,
                     const uct_iface_addr_t *iface_addr);
 
+/// UCT's ep_check, which UCP's keepalive calls on every transport whatever
+/// its flags say: the endpoint's failure if it failed, else UCS_OK. A peer
+/// that dies while packets are outstanding fails the endpoint at TIMEOUT;
+/// an idle endpoint learns it at its next send (no EP_CHECK advertised).
+ucs_status_t ep_check(uct_ep_h ep, unsigned flags, uct_completion_t *comp);
+
 /// The operations both transports share; each adds its endpoint lifecycle,
 /// progress, close (and uc_zv its puts). Constant-evaluated: the tables
 /// are built at compile time.
@@ -135,6 +141,7 @@ constexpr void fill_ops(uct_iface_ops_t &ops)
     ops.ep_pending_purge         = ep_pending_purge;
     ops.ep_flush                 = ep_flush;
     ops.ep_fence                 = ep_fence;
+    ops.ep_check                 = ep_check;
     ops.ep_get_address           = ep_get_address;
     ops.iface_flush              = iface_flush;
     ops.iface_fence              = iface_fence;

@@ -567,6 +567,36 @@ TEST_P(uct_contract, signal_mode_is_named_once_and_the_transport_works)
     close_side(c);
 }
 
+/// UCP's keepalive calls uct_ep_check() on every transport (UCX 1.13 does
+/// not look at UCT_IFACE_FLAG_EP_CHECK there): the zv transports had none,
+/// and every UCP job with UCP_ERR_HANDLING_MODE_PEER jumped to address 0.
+/// It answers on a live connection; over rc_zv, it finds a peer that is gone
+/// (a zero-length RDMA WRITE whose retries run out).
+TEST_P(uct_contract, ep_check_answers_and_rc_zv_finds_a_gone_peer)
+{
+    uct_side c, d;
+    if (is_rd()) {
+        open_side(c);
+    } else {
+        open_side(c, {{"TIMEOUT", "20ms"}, {"RETRY_COUNT", "3"}});
+    }
+    open_side(d);
+    uct_ep_h ep = connected_ep(c, d);
+    EXPECT_EQ(UCS_OK, uct_ep_check(ep, 0, nullptr));
+    EXPECT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 10));
+    EXPECT_EQ(0u, s_ep_errors) << "a live peer was found dead";
+    if (!is_rd()) {
+        expect_log_problems logs; // (a failure may be logged, as any)
+        close_side(d);            // gone, with its QPs
+        EXPECT_EQ(UCS_OK, uct_ep_check(ep, 0, nullptr));
+        EXPECT_TRUE(run_until({&c}, [&] { return s_ep_errors > 0; }, 30))
+                << "the gone peer was not found";
+        EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, s_last_ep_error)
+                << ucs_status_string(s_last_ep_error) << logs.text();
+    }
+    uct_ep_destroy(ep);
+}
+
 INSTANTIATE_TEST_SUITE_P(tl, uct_contract, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));
 
 } // namespace zv::test
