@@ -28,11 +28,12 @@ public:
 
     /// A receive completed (its buffer is the caller's now).
     void consumed() { --m_posted; }
-    /// Post again what was consumed, once at least 'batch' are missing.
+    /// Post again what was consumed, once at least 'batch' are missing
+    /// (any number while starved).
     void refill()
     {
         const unsigned missing = m_len - m_posted;
-        if (__builtin_expect(missing >= m_batch, 0)) {
+        if (__builtin_expect((missing >= m_batch) || (m_starved && (missing > 0)), 0)) {
             post(missing);
         }
     }
@@ -51,6 +52,11 @@ public:
 
     unsigned posted() const { return m_posted; }
     unsigned len() const { return m_len; }
+    /// The last post could not take every buffer it needed from the pool
+    /// (exhausted, or it cannot grow): until a post fills the ring again,
+    /// a transport that can refuse what it receives does, so that buffers
+    /// come back and the ring never runs empty.
+    bool starved() const { return m_starved; }
 
 private:
     buffer_pool *m_pool   = nullptr;
@@ -59,7 +65,8 @@ private:
     unsigned     m_len    = 0;
     unsigned     m_batch  = 1;
     unsigned     m_posted = 0;
-    bool         m_paused = false;
+    bool         m_paused  = false;
+    bool         m_starved = false;
 };
 
 } // namespace zv::iface

@@ -43,6 +43,13 @@ public:
     virtual bool odp_implicit() const { return false; }
     // The device's MR limit, for the "auto" max_regions (0: unknown).
     virtual uint64_t max_regions_hint() const { return 0; }
+    // True when a registration that outlives a fork() can harm: its pages
+    // are absent in the child (MADV_DONTFORK, libibverbs' fork support), or
+    // shared copy-on-write with it (a kernel that does not copy pinned
+    // pages at fork), so the parent's would move away from the
+    // registration. The cache then deregisters its idle regions before
+    // every fork(). Asked in the fork handler.
+    virtual bool purge_before_fork() const { return true; }
 };
 
 } // namespace zv::rcache

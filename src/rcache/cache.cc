@@ -21,7 +21,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
+
+#include <pthread.h>
 
 namespace zv::rcache {
 
@@ -32,6 +35,66 @@ constexpr int    k_batch         = 64;
 
 uintptr_t page_down(uintptr_t a) { return a & ~(k_page_size - 1); }
 uintptr_t page_up(uintptr_t a) { return (a + k_page_size - 1) & ~(k_page_size - 1); }
+
+} // namespace
+
+namespace {
+
+// Every live cache, for the fork handler: slots, not a list through the
+// caches, and nothing here of external linkage, so that a process holding
+// two copies of this code (the module, and a test program linked with the
+// core too) has two consistent sets, each with its own handler. Lock order:
+// this lock, then a cache's m_lock (destroy() leaves before it takes it).
+constexpr int k_max_live = 256;
+cache        *g_live[k_max_live];
+
+std::mutex &live_lock()
+{
+    static std::mutex *m = new std::mutex(); // never destroyed: fork may come during exit
+    return *m;
+}
+
+// pthread_atfork prepare: runs in the forking thread before fork().
+void before_fork()
+{
+    std::lock_guard<std::mutex> guard(live_lock());
+    for (cache *c : g_live) {
+        if (c != nullptr) {
+            (void)c->purge_idle();
+        }
+    }
+}
+
+void live_add(cache *c)
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const int ret = pthread_atfork(before_fork, nullptr, nullptr);
+        if (ret != 0) {
+            zv_log_warn("zv rcache: pthread_atfork() failed: %s: a fork child may miss "
+                        "pages deregistered before the fork", strerror(ret));
+        }
+    });
+    std::lock_guard<std::mutex> guard(live_lock());
+    for (cache *&slot : g_live) {
+        if (slot == nullptr) {
+            slot = c;
+            return;
+        }
+    }
+    // More live caches than slots only happens in tests.
+    zv_log_debug("zv rcache: more than %d caches: not purged before a fork", k_max_live);
+}
+
+void live_remove(cache *c)
+{
+    std::lock_guard<std::mutex> guard(live_lock());
+    for (cache *&slot : g_live) {
+        if (slot == c) {
+            slot = nullptr;
+        }
+    }
+}
 
 } // namespace
 
@@ -79,6 +142,7 @@ ucs_status_t cache::create(const config &cfg, backend *be, monitor::monitor *mon
         c->m_events.store(&c->m_ring->begins(), std::memory_order_release);
         c->m_mode = mon->name();
     }
+    live_add(c);
     zv_log_debug("zv rcache %s: monitor %s, max_size %zu, max_regions %zu, odp access 0x%x%s",
                  c->m_name, c->m_mode, c->m_limits.max_size, c->m_limits.max_regions,
                  c->m_odp_access, c->m_odp_implicit ? " (implicit)" : "");
@@ -86,7 +150,11 @@ ucs_status_t cache::create(const config &cfg, backend *be, monitor::monitor *mon
     return UCS_OK;
 }
 
-void cache::destroy(cache *c) { delete c; }
+void cache::destroy(cache *c)
+{
+    live_remove(c); // (before ~cache takes m_lock: the lock order)
+    delete c;
+}
 
 cache::~cache()
 {
@@ -583,6 +651,20 @@ void cache::flush()
         drain_events();
         invalidate_all();
     }
+}
+
+size_t cache::purge_idle()
+{
+    std::lock_guard<std::mutex> guard(m_lock);
+    if ((m_events.load(std::memory_order_relaxed) == &m_never) ||
+        (m_fork_gen != monitor::fork_generation()) || !m_backend->purge_before_fork()) {
+        return 0; // caches nothing, the regions are a parent's, or they do no harm
+    }
+    const size_t n = evict_idle();
+    if (n > 0) {
+        zv_log_debug("zv rcache %s: %zu idle regions deregistered before a fork", m_name, n);
+    }
+    return n;
 }
 
 cache_stats cache::stats()

@@ -48,6 +48,15 @@ struct cache_stats {
 // the cache bypasses itself from then on (each get() registers for one use).
 // Regions registered by the parent are never deregistered by the child: the
 // verbs context is the parent's.
+//
+// Before a fork() (a pthread_atfork prepare handler, as UCX's
+// RCACHE_PURGE_ON_FORK) every live cache deregisters its idle regions: a
+// page the application deregistered must be in the child like any other
+// page, and libibverbs marks registered pages MADV_DONTFORK once
+// ibv_fork_init() ran (UCX's ib md calls it by default), which takes them out
+// of the child. Regions held at the fork stay registered (and absent in the
+// child). posix_spawn() - what glibc's system() and popen() use - runs no
+// fork handlers and costs the cache nothing.
 class cache {
 public:
     // mon may be nullptr or the "none" monitor: no caching at all. be and mon
@@ -71,6 +80,9 @@ public:
 
     // Drops every idle region (and retires busy ones).
     void flush();
+    // Deregisters every idle region, keeps the ones held (the fork
+    // handler's work; callable by anyone). Returns how many went.
+    size_t purge_idle();
     cache_stats stats();
     // Which path serves this cache: "uffd", "ucm", "none", "fork-bypass".
     const char *mode_name();

@@ -24,6 +24,15 @@ public:
     unsigned     odp_access() const override { return m_odp_access; }
     bool         odp_implicit() const override { return m_odp_implicit; }
     uint64_t     max_regions_hint() const override { return m_max_mr; }
+    // Always. Whether libibverbs marks registrations MADV_DONTFORK cannot be
+    // asked: on a kernel that copies pinned pages at fork,
+    // ibv_is_fork_initialized() says IBV_FORK_UNNEEDED before and after
+    // ibv_fork_init(), and rdma-core 44's ibv_fork_init() still turns the
+    // marking on (measured in the Soft-RoCE VM: Linux 6.1, "copy-on-fork on";
+    // a registered page is absent in the child). UCX's ib md calls it by
+    // default; without it, deregistering idle regions costs only their
+    // re-registration after a fork().
+    bool         purge_before_fork() const override { return true; }
 
     static struct ibv_mr *mr(const reg_handle &h) { return static_cast<struct ibv_mr *>(h.obj); }
 

@@ -179,11 +179,16 @@ ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
     rx_name += " receive";
     tx_name += " send";
     small_name += " small send";
-    ucs_status_t status = iface->rx_pool.init(&dev, rx_name.c_str(),
-                                              iface->rx_offset + sizeof(rd_hdr) +
-                                                      iface->max_payload,
-                                              iface->rx_headroom, 256, 0,
-                                              IBV_ACCESS_LOCAL_WRITE, node);
+    // Receive buffers: the posted ring, what UCP keeps (2 x RX_QUEUE_LEN
+    // at most, rx_max_held), what waits for a computing worker (RX_QUEUE_LEN
+    // at most, the async side's): never more than 4 x RX_QUEUE_LEN.
+    const unsigned rx_len = s.common.rx_queue_len;
+    iface->rx_max_held    = 2 * rx_len;
+    ucs_status_t status   = iface->rx_pool.init(&dev, rx_name.c_str(),
+                                                iface->rx_offset + sizeof(rd_hdr) +
+                                                        iface->max_payload,
+                                                iface->rx_headroom, 256, 4 * rx_len,
+                                                IBV_ACCESS_LOCAL_WRITE, node);
     if (status == UCS_OK) {
         status = iface->tx_pool.init(&dev, tx_name.c_str(),
                                      sizeof(tx_desc) + sizeof(rd_hdr) + tx_payload, 0, 128,
@@ -239,13 +244,14 @@ void close_begin(rd_iface *iface)
               "order dropped, %lu invalid, %lu spoofed, %lu connections refused, "
               "%lu puts received, %lu zero-copy puts sent, %lu QP resets; "
               "%lu work requests posted, %lu send completions, %lu acks sent alone; "
-              "%zu receive connections open, %lu reclaimed; "
+              "%lu active messages refused (%u receive buffers held by UCP, %u "
+              "registered); %zu receive connections open, %lu reclaimed; "
               "injected %lu drops, %lu duplicates, %lu reorders",
               iface->tl->name, iface, iface->resent, iface->dup_rx, iface->gap_rx,
               iface->bad_rx, iface->spoofed_rx, iface->refused_conns, iface->rx_puts,
               iface->tx_put_zcopy, iface->qp_resets, iface->tx_posted, iface->tx_completions,
-              iface->acks_alone,
-              iface->conns.count(), iface->reclaimed,
+              iface->acks_alone, iface->rx_refused, iface->rx_held,
+              iface->rx_pool.allocated(), iface->conns.count(), iface->reclaimed,
               iface->fault.dropped, iface->fault.duplicated, iface->fault.held);
     if (iface->held_buf != nullptr) {
         iface::buffer_pool::put(iface->held_buf);

@@ -326,6 +326,13 @@ struct rd_iface {
     ibv_cq                  *recv_cq  = nullptr;
     iface::buffer_pool       rx_pool;
     iface::rx_ring           rx_ring;
+    /// Receive descriptors UCP keeps (its handler answered UCS_INPROGRESS)
+    /// and has not released yet, and how many it may keep: beyond, active
+    /// messages are refused but answered (deliver_data), so the sender
+    /// holds back and resends. With the async side's deferred messages
+    /// this bounds the receive buffers at 4 x RX_QUEUE_LEN.
+    unsigned                 rx_held     = 0;
+    unsigned                 rx_max_held = 0;
     iface::buffer_pool       tx_pool;       ///< descriptors with a full packet
     iface::buffer_pool       tx_small_pool; ///< descriptors with <= small_payload
     iface::release_desc      release_desc;
@@ -401,7 +408,8 @@ struct rd_iface {
     uint64_t                 resent = 0, dup_rx = 0, gap_rx = 0, bad_rx = 0, rx_puts = 0,
                              tx_put_zcopy = 0, spoofed_rx = 0, refused_conns = 0,
                              qp_resets = 0, reclaimed = 0, tx_completions = 0,
-                             acks_alone = 0; ///< ACK/NAK packets of their own (not piggybacked)
+                             acks_alone = 0, ///< ACK/NAK packets of their own (not piggybacked)
+                             rx_refused = 0; ///< messages refused: UCP holds its bound, or no buffer to repost
 };
 
 inline rd_iface *to_rd(uct_iface_h iface) { return reinterpret_cast<rd_iface *>(iface); }

@@ -30,6 +30,7 @@ void release_rx(uct_recv_desc_t *self, void *desc)
     rd_iface *iface = static_cast<rd_iface *>(
             reinterpret_cast<iface::release_desc *>(self)->owner);
     worker_scope scope(&iface->as.gate); // (the receive pool is the async side's too)
+    --iface->rx_held;
     char *data = static_cast<char *>(desc) + iface->rx_headroom;
     iface::buffer_pool::put(iface->rx_pool.from_data(data - iface->rx_offset - sizeof(rd_hdr)));
 }
@@ -148,16 +149,29 @@ template <bool Faults> unsigned poll_rx(rd_iface *iface)
 template unsigned poll_rx<false>(rd_iface *iface);
 template unsigned poll_rx<true>(rd_iface *iface);
 
+namespace {
+
+/// An active message that would be delivered now cannot be taken: UCP
+/// keeps all the descriptors it may, the ring could not be reposted in
+/// full (no buffer left: the pool's bound, or locked memory), or the async
+/// side holds all it may for a computing worker.
+inline bool rx_full(const rd_iface *iface)
+{
+    return (iface->rx_held >= iface->rx_max_held) || iface->rx_ring.starved() ||
+           (iface->as.active && (iface->as.deferred_ams >= iface->as.max_deferred_ams));
+}
+
+} // namespace
+
 bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
 {
     const rd_hdr &hdr = p.hdr;
-    if (__builtin_expect(iface->as.active, 0) && am && (b != nullptr) &&
-        (hdr.psn == c->rx.expected()) &&
-        (iface->as.deferred_ams >= iface->as.max_deferred_ams)) {
-        // The async side holds all it may for a computing worker: not
-        // accepted (the sender sends it again), but answered, so that the
-        // sender knows its peer is alive.
-        ++iface->as.refused;
+    if (__builtin_expect(rx_full(iface), 0) && am && (b != nullptr) &&
+        (hdr.psn == c->rx.expected())) {
+        // Not accepted (the sender sends it again; its buffer goes back to
+        // the ring, which stays posted), but answered, so that the sender
+        // knows its peer is alive: backpressure, never a dead endpoint.
+        ++(iface->as.active ? iface->as.refused : iface->rx_refused);
         ack_requested(iface, c);
         return false;
     }
@@ -189,6 +203,7 @@ bool invoke_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned length
         return false;
     }
     // UCP keeps the data and releases it through release_rx().
+    ++iface->rx_held;
     char *desc = am_data(iface, b) - iface->rx_headroom;
     *reinterpret_cast<uct_recv_desc_t **>(desc - sizeof(uct_recv_desc_t *)) =
             &iface->release_desc.super;

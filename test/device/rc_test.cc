@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -217,6 +218,51 @@ TEST_F(rc_zv, atomics_64)
     }
     EXPECT_EQ(10u, *value);
     dereg(remote);
+}
+
+/// A receiver that keeps every descriptor (UCP's unexpected eager
+/// messages), four times RX_QUEUE_LEN of them: rc_zv's receive pool grows
+/// for what UCP holds (as UCX's rc_verbs' does), so its shared receive
+/// queue stays posted, nothing is lost and the connection lives; they
+/// are all given back at the end.
+TEST_F(rc_zv, a_receiver_holding_descriptors_loses_nothing)
+{
+    constexpr unsigned ring = 64, n = 4 * ring;
+    uct_side c, d;
+    open_side(c, {{"RX_QUEUE_LEN", "64"}});
+    open_side(d, {{"RX_QUEUE_LEN", "64"}});
+    holding_sink sink;
+    sink.headroom   = 24; // (open_side's rx_headroom)
+    sink.keep_every = 1;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, 5, holding_sink::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_NE(nullptr, ep);
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 30))
+            << "the endpoint did not connect";
+    for (uint64_t v = 0; v < n;) {
+        ucs_status_t st = uct_ep_am_short(ep, 5, v, nullptr, 0);
+        if (st == UCS_OK) {
+            ++v;
+        } else {
+            ASSERT_EQ(UCS_ERR_NO_RESOURCE, st) << ucs_status_string(st);
+            uct_worker_progress(c.worker);
+            uct_worker_progress(d.worker);
+        }
+    }
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return sink.got.size() >= n; }, 30))
+            << sink.got.size() << " of " << n << " delivered";
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 10));
+    std::printf("[ info     ] rc_zv: %zu delivered of %u, %zu held, %u receive buffers "
+                "registered (RX_QUEUE_LEN %u), %u endpoint errors\n",
+                sink.got.size(), n, sink.held.size(), rc::to_rc(d.iface)->rx_pool.allocated(),
+                ring, s_ep_errors);
+    EXPECT_TRUE(sink.in_order(n)) << "each message once, in order";
+    EXPECT_EQ(n, sink.held.size());
+    EXPECT_EQ(0u, s_ep_errors);
+    sink.release_all();
+    uct_ep_destroy(ep);
+    close_side(c);
+    close_side(d);
 }
 
 TEST_F(rc_zv, pending_under_full_send_queue_and_flush)

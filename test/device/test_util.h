@@ -85,6 +85,49 @@ struct am_values {
     }
 };
 
+/// A receiver that keeps part of what it receives (its handler answers
+/// UCS_INPROGRESS, as UCP does with unexpected eager messages) and gives it
+/// back later with uct_iface_release_desc().
+struct holding_sink {
+    std::vector<uint64_t> got;
+    std::vector<void *>   held;
+    unsigned              keep_every = 0; ///< keep one in this many (0: none)
+    size_t                headroom   = 0; ///< the interface's rx_headroom
+    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned flags)
+    {
+        auto *self = static_cast<holding_sink *>(arg);
+        uint64_t v = 0;
+        std::memcpy(&v, data, (length < sizeof(v)) ? length : sizeof(v));
+        self->got.push_back(v);
+        if ((self->keep_every == 0) || (v % self->keep_every != 0) ||
+            !(flags & UCT_CB_PARAM_FLAG_DESC)) {
+            return UCS_OK;
+        }
+        self->held.push_back(static_cast<char *>(data) - self->headroom);
+        return UCS_INPROGRESS;
+    }
+    void release_all()
+    {
+        for (void *desc : held) {
+            uct_iface_release_desc(desc);
+        }
+        held.clear();
+    }
+    /// Each value 0..n-1 once, in order.
+    bool in_order(size_t n) const
+    {
+        if (got.size() != n) {
+            return false;
+        }
+        for (size_t i = 0; i < n; ++i) {
+            if (got[i] != i) {
+                return false;
+            }
+        }
+        return true;
+    }
+};
+
 } // namespace zv::test
 
 #endif

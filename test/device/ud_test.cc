@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -109,6 +110,20 @@ size_t pack_msg(void *dest, void *arg)
     return sizeof(m->index) + m->length;
 }
 
+/// A send of message 'i' did not go: progress 'sides' if the endpoint had
+/// no resources; any other status is a failure (false).
+bool refused(ucs_status_t status, uint64_t i, const std::vector<uct_side *> &sides)
+{
+    if (status != UCS_ERR_NO_RESOURCE) {
+        ADD_FAILURE() << "send " << i << ": " << ucs_status_string(status);
+        return false;
+    }
+    for (uct_side *s : sides) {
+        uct_worker_progress(s->worker);
+    }
+    return true;
+}
+
 /// Send 'count' messages of varying size from 'ep' (bcopy, short every
 /// third); returns false if the sender got stuck.
 bool send_ordered(uct_ep_h ep, unsigned count, size_t max_payload,
@@ -143,12 +158,8 @@ bool send_ordered(uct_ep_h ep, unsigned count, size_t max_payload,
             ++i;
             continue;
         }
-        if (status != UCS_ERR_NO_RESOURCE) {
-            ADD_FAILURE() << "send " << i << ": " << ucs_status_string(status);
+        if (!refused(status, i, sides)) {
             return false;
-        }
-        for (uct_side *s : sides) {
-            uct_worker_progress(s->worker);
         }
         if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(timeout)) {
             ADD_FAILURE() << "sender stuck at message " << i;
@@ -640,6 +651,96 @@ TEST_P(ud_zv, a_computing_receiver_keeps_its_peer_and_loses_nothing)
     EXPECT_EQ(110u, sink.got.size()) << "a message was delivered twice";
     EXPECT_EQ(0u, s_ep_errors);
     uct_ep_destroy(ep);
+}
+
+/// Post am_shorts with headers next, next+1, ... up to 'end' (excluded),
+/// progressing 'sides' while the endpoint has no resources; stops after
+/// 'timeout' s. Returns false on an error.
+bool send_values(uct_ep_h ep, uint64_t &next, uint64_t end, const std::vector<uct_side *> &sides,
+                 double timeout)
+{
+    auto start = std::chrono::steady_clock::now();
+    while (next < end) {
+        ucs_status_t st = uct_ep_am_short(ep, am_id, next, nullptr, 0);
+        if (st == UCS_OK) {
+            ++next;
+            continue;
+        }
+        if (!refused(st, next, sides)) {
+            return false;
+        }
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+            timeout) {
+            break;
+        }
+    }
+    return true;
+}
+
+/// A receiver that holds many received descriptors (UCP's unexpected eager
+/// messages, an MPI code that posts its receives late): what it keeps
+/// beyond RX_QUEUE_LEN is lent from more receive buffers, up to a bound
+/// (2 x RX_QUEUE_LEN held); beyond it the receiver refuses new messages
+/// but answers, so the sender waits and resends - no loss, no dead
+/// endpoint - and all arrive in order once it gives the descriptors back.
+TEST_P(ud_zv, a_receiver_holding_descriptors_keeps_its_peer_and_loses_nothing)
+{
+    constexpr unsigned ring = 128;
+    const std::vector<std::pair<const char *, const char *>> cfg = {
+            {"RX_QUEUE_LEN", "128"}, {"TIMEOUT", "3s"}};
+    uct_side c, d;
+    open_side(c, cfg);
+    open_side(d, cfg);
+    holding_sink sink;
+    sink.headroom = 24; // (open_side's rx_headroom)
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, holding_sink::handler, &sink,
+                                               0));
+    uct_ep_h ep = create_ep(c, d);
+    const rd::rd_iface &dr = *rd::to_rd(d.iface);
+
+    // One in four kept, six rings' worth sent: 192 held, more than the ring.
+    sink.keep_every = 4;
+    const unsigned n1 = 6 * ring;
+    uint64_t next     = 0;
+    ASSERT_TRUE(send_values(ep, next, n1, {&c, &d}, 60));
+    ASSERT_EQ(n1, next);
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return sink.got.size() >= n1; }, 30))
+            << sink.got.size() << " of " << n1 << " delivered";
+    EXPECT_TRUE(sink.in_order(n1));
+    EXPECT_EQ(n1 / 4, sink.held.size());
+    EXPECT_EQ(0u, s_ep_errors) << "the sender declared its holding peer dead";
+
+    // Every one kept now, three rings more: the receiver reaches its bound
+    // and holds the sender back for more than two TIMEOUTs; the sender
+    // keeps its endpoint and the receiver's buffers stay bounded.
+    sink.keep_every = 1;
+    const unsigned n2 = 3 * ring;
+    ASSERT_TRUE(send_values(ep, next, n1 + n2, {&c, &d}, 4.0)); // (refused: it is full)
+    run_until({&c, &d}, [] { return false; }, 3.0);
+    const size_t held_at_bound = sink.held.size();
+    std::printf("[ info     ] %s: %zu delivered of %u, %zu held, %u receive buffers "
+                "registered (RX_QUEUE_LEN %u), %lu endpoint errors\n",
+                tl().c_str(), sink.got.size(), n1 + n2, held_at_bound,
+                dr.rx_pool.allocated(), ring, static_cast<unsigned long>(s_ep_errors));
+    EXPECT_EQ(0u, s_ep_errors) << "the sender declared its holding peer dead";
+    EXPECT_EQ(2u * ring, held_at_bound) << "the receiver holds what its bound allows, no more";
+    EXPECT_LE(dr.rx_pool.allocated(), 4u * ring) << "receive buffers beyond the bound";
+    EXPECT_TRUE(sink.in_order(sink.got.size())) << "a message lost or out of order";
+
+    // It gives them back: the rest arrive, each once and in order.
+    sink.keep_every = 0;
+    sink.release_all();
+    ASSERT_TRUE(send_values(ep, next, n1 + n2, {&c, &d}, 60));
+    ASSERT_EQ(n1 + n2, next);
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return sink.got.size() >= n1 + n2; }, 30))
+            << sink.got.size() << " of " << n1 + n2 << " delivered after the release";
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 10));
+    EXPECT_TRUE(sink.in_order(n1 + n2)) << "each message once, in order";
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+    sink.release_all();
+    close_side(c);
+    close_side(d);
 }
 
 /// A send completion is requested for one send in TX_MODERATION: the

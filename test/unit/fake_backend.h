@@ -87,6 +87,9 @@ public:
                 delete rec;
                 return UCS_ERR_IO_ERROR;
             }
+            if (m_dontfork && (madvise(addr, len, MADV_DONTFORK) == 0)) {
+                rec->dontfork = true;
+            }
             std::lock_guard<std::mutex> guard(m_lock);
             rec->light = m_light;
             if (m_light) {
@@ -121,6 +124,9 @@ public:
         {
             std::lock_guard<std::mutex> guard(m_lock);
             unpin(rec);
+        }
+        if (rec->dontfork) {
+            (void)madvise(reinterpret_cast<void *>(rec->start), rec->len, MADV_DOFORK);
         }
         delete rec;
         ++m_deregs;
@@ -179,6 +185,10 @@ public:
     // touch plus the munmap of a populated page costs ~60 us.
     void set_light(bool light) { m_light = light; }
     void on_reg(std::function<void(void *, size_t)> fn) { m_on_reg = std::move(fn); }
+    // What libibverbs does once ibv_fork_init() ran: registered pages are
+    // MADV_DONTFORK (absent in a fork child) until deregistered.
+    void set_dontfork(bool on) { m_dontfork = on; }
+    bool purge_before_fork() const override { return m_dontfork; }
 
 private:
     struct record {
@@ -187,6 +197,7 @@ private:
         unsigned              access = 0;
         bool                  odp    = false;
         bool                  light  = false;
+        bool                  dontfork = false;
         std::vector<uint64_t> pfns;
         std::vector<std::pair<int, unsigned>> pins; // (ring, slot)
     };
@@ -295,6 +306,7 @@ private:
     uint64_t              m_unpinned     = 0;
     bool                  m_light        = false;
     std::function<void(void *, size_t)> m_on_reg;
+    bool m_dontfork = false;
 };
 
 } // namespace zv::test

@@ -282,6 +282,53 @@ TEST_P(rcache_basic, fork_child_bypasses)
     munmap(p, 4 * k_page);
 }
 
+// An application that forks after deregistering a buffer (UCX's
+// test_md_fork): with libibverbs' fork support on (ibv_fork_init(), which
+// UCX's ib md calls by default), a page still registered is MADV_DONTFORK
+// and absent in the child, so the cache must not keep what was
+// deregistered registered across a fork. A region held at the fork stays.
+// posix_spawn() (glibc's system()) runs no fork handler: the cache keeps
+// its regions there.
+TEST_P(rcache_basic, fork_after_dereg_child_has_the_page)
+{
+    m_be.set_dontfork(true);
+    ASSERT_TRUE(start());
+    char *p = map_pages(4);
+    touch(p, 4 * k_page, 42);
+    rcache::region *held = get(p + 2 * k_page, k_page); // in use across the fork
+    ASSERT_NE(nullptr, held);
+    const uint32_t held_key = held->lkey();
+    const uint32_t key      = use(p, k_page); // registered and deregistered
+    const uint64_t regs     = m_be.regs();
+
+    ASSERT_EQ(0, system("true"));
+    if (caching()) {
+        EXPECT_EQ(key, use(p, k_page)) << "system() emptied the cache";
+        EXPECT_EQ(regs, m_be.regs());
+    }
+
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        // SIGSEGV here if the page stayed registered (MADV_DONTFORK).
+        _exit((static_cast<volatile char *>(p)[0] == 42) ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    std::printf("[ info     ] child: %s %d; %llu registrations live after the fork\n",
+                WIFEXITED(status) ? "exit" : "signal",
+                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                static_cast<unsigned long long>(m_be.live()));
+    EXPECT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status)
+                                   << " touching a deregistered buffer";
+    EXPECT_EQ(0, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    EXPECT_EQ(held_key, held->lkey()) << "the region held at the fork";
+    EXPECT_EQ(1u, m_be.live()) << "only the held region stays registered";
+    put(held);
+    use(p, k_page); // registered again on its next use
+    munmap(p, 4 * k_page);
+}
+
 class rcache_detector : public rcache_basic {};
 
 TEST_P(rcache_detector, stale_detector_works)
