@@ -12,6 +12,8 @@
 //                                  fails, "failed STATUS at T" (T: seconds of
 //                                  CLOCK_REALTIME) and exit 0; exit 1 when
 //                                  LIMIT seconds (default 300) pass first.
+#include "ucp_context.h"
+
 #include <ucp/api/ucp.h>
 
 #include <cstdio>
@@ -22,15 +24,10 @@
 #include <string>
 #include <vector>
 
-namespace {
+using zv::bench::must;
+using zv::bench::tag_context;
 
-void must(ucs_status_t status, const char *what)
-{
-    if (status != UCS_OK) {
-        std::fprintf(stderr, "zv_dead_peer: %s: %s\n", what, ucs_status_string(status));
-        std::exit(2);
-    }
-}
+namespace {
 
 double realtime()
 {
@@ -77,16 +74,10 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "usage: zv_dead_peer serve FILE | send FILE [LIMIT]\n");
         return 2;
     }
+    zv::bench::prog    = "zv_dead_peer";
     const bool serve   = !std::strcmp(argv[1], "serve");
     const double limit = (argc > 3) ? std::atof(argv[3]) : 300;
-    ucp_config_t *cfg;
-    must(ucp_config_read(nullptr, nullptr, &cfg), "ucp_config_read");
-    ucp_params_t params = {};
-    params.field_mask   = UCP_PARAM_FIELD_FEATURES;
-    params.features     = UCP_FEATURE_TAG;
-    ucp_context_h ctx;
-    must(ucp_init(&params, cfg, &ctx), "ucp_init");
-    ucp_config_release(cfg);
+    ucp_context_h ctx = tag_context();
     ucp_worker_params_t wp = {};
     wp.field_mask          = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode         = UCS_THREAD_MODE_SINGLE;

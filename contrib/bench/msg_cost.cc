@@ -32,6 +32,7 @@
 //
 // Prints: "messages M empty E idle K". Natively (no valgrind) the client
 // requests do nothing and the program only checks that the ping-pong runs.
+#include "ucp_context.h"
 #include "uct_side.h"
 
 #include <ucp/api/ucp.h>
@@ -358,14 +359,7 @@ void ucp_messages(ucp_party &p, ucp_party &q, size_t size, unsigned window)
 
 int run_ucp(size_t size, unsigned rounds, unsigned window)
 {
-    ucp_config_t *cfg;
-    must(ucp_config_read(nullptr, nullptr, &cfg), "ucp_config_read");
-    ucp_params_t params = {};
-    params.field_mask   = UCP_PARAM_FIELD_FEATURES;
-    params.features     = UCP_FEATURE_TAG;
-    ucp_context_h ctx;
-    must(ucp_init(&params, cfg, &ctx), "ucp_init");
-    ucp_config_release(cfg);
+    ucp_context_h ctx = tag_context();
     ucp_party a, b;
     std::vector<ucp_address_t *> addrs(2);
     std::vector<size_t> lens(2);
