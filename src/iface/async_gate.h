@@ -7,6 +7,12 @@
 #include <ucs/async/async_fwd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <mutex>
+
+struct ibv_comp_channel;
+struct ibv_context;
+struct ibv_cq;
 
 namespace zv::iface {
 
@@ -19,51 +25,62 @@ namespace zv::iface {
  *
  * The two sides never run that code at once, and the worker pays no lock
  * for it (an asymmetric Dekker handshake):
- * - the worker, at each entry point, raises 'worker_depth' (a plain store,
+ * - the worker, at each entry point, raises 'worker_in' (a plain store,
  *   then a compiler barrier) and then looks at 'async_in' (a load and a
- *   predicted branch); it lowers the depth when it leaves;
+ *   predicted branch); when it leaves, it puts back what 'worker_in' was
+ *   (an entry point called from inside another, as a send from an active
+ *   message handler, leaves it raised);
  * - the async side raises 'async_in', then runs membarrier(2), which puts
  *   a full memory barrier into every running thread of the process, and
- *   only then looks at 'worker_depth': if it is up, the worker is inside
+ *   only then looks at 'worker_in': if it is up, the worker is inside
  *   (so it is progressing) and the async side backs off.
  * The barrier orders the worker's store before its load without the worker
  * executing one: either the worker sees 'async_in' and waits until the
- * async side is done, or the async side sees the depth and leaves.
+ * async side is done, or the async side sees the flag and leaves.
  */
 struct async_gate {
-    std::atomic<unsigned> worker_depth{0}; ///< written by the worker only
-    std::atomic<bool>     async_in{false}; ///< written by the async side only
+    static constexpr uint8_t running = 1; ///< async_in: the async side is inside
+    static constexpr uint8_t asleep  = 2; ///< async_in: its timer sleeps (async_timer)
+    std::atomic<bool>    worker_in{false}; ///< written by the worker only
+    /// 'running' and 'asleep' (one load for the worker's test of both).
+    std::atomic<uint8_t> async_in{0};
+    /// Called by the worker that finds 'asleep' (async_timer's wake).
+    void (*wake)(void *arg) = nullptr;
+    void *wake_arg          = nullptr;
 };
 
-/// The worker waits for the async side to finish (out of line, cold).
+/// The worker wakes a sleeping timer and waits for the async side to
+/// finish (out of line, cold).
 void async_wait(async_gate *g);
 
-inline void worker_enter(async_gate *g)
+/// Returns what 'worker_in' was, for worker_leave().
+inline bool worker_enter(async_gate *g)
 {
-    g->worker_depth.store(g->worker_depth.load(std::memory_order_relaxed) + 1,
-                          std::memory_order_relaxed);
+    const bool outer_in = g->worker_in.load(std::memory_order_relaxed);
+    g->worker_in.store(true, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (__builtin_expect(g->async_in.load(std::memory_order_acquire), 0)) {
+    if (__builtin_expect(g->async_in.load(std::memory_order_acquire) != 0, 0)) {
         async_wait(g);
     }
+    return outer_in;
 }
 
-inline void worker_leave(async_gate *g)
+inline void worker_leave(async_gate *g, bool outer_in)
 {
-    g->worker_depth.store(g->worker_depth.load(std::memory_order_relaxed) - 1,
-                          std::memory_order_release);
+    g->worker_in.store(outer_in, std::memory_order_release);
 }
 
 /// An entry point of the worker into what the async side also runs.
 class worker_scope {
 public:
-    explicit worker_scope(async_gate *g) : m_gate(g) { worker_enter(g); }
-    ~worker_scope() { worker_leave(m_gate); }
+    explicit worker_scope(async_gate *g) : m_gate(g), m_outer_in(worker_enter(g)) {}
+    ~worker_scope() { worker_leave(m_gate, m_outer_in); }
     worker_scope(const worker_scope &)            = delete;
     worker_scope &operator=(const worker_scope &) = delete;
 
 private:
     async_gate *m_gate;
+    bool        m_outer_in;
 };
 
 /// The async side's half of the handshake: true when it may run (the
@@ -81,6 +98,60 @@ void async_leave(async_gate *g);
                                     ucs_async_event_cb_t cb, void *arg);
 /// Remove the timer (waits for a running tick) and set *timer_id to -1.
 void async_timer_stop(int *timer_id);
+
+/*
+ * A timer that sleeps while its interface has nothing outstanding, so that
+ * an idle interface whose worker computes costs the async thread nothing,
+ * and still answers its peers at once:
+ * - the interface's receive CQs are created on 'channel', whose fd is an
+ *   event handler in the async context;
+ * - a tick that ran the interface for its absent worker and found nothing
+ *   outstanding arms those CQs, runs it once more (a packet that came
+ *   before the arming raises no event), and, if that found nothing
+ *   either, removes its timer and raises the gate's 'asleep';
+ * - the first completion on an armed CQ wakes it from the async thread
+ *   (the timer again, and a tick at once); the worker's next entry point
+ *   wakes it too (the same load that tests 'running'), since what the
+ *   worker does may need the timer (a send to retransmit).
+ * The timer's state is under 'lock', taken only by the async side, by
+ * wake-ups and by close: never on the worker's fast path.
+ */
+struct async_timer {
+    async_gate          *gate     = nullptr;
+    ucs_async_context_t *async    = nullptr;
+    const char          *tl       = nullptr;
+    ucs_async_event_cb_t tick     = nullptr;
+    void                *arg      = nullptr;
+    int                  timer_id = -1;
+    ibv_comp_channel    *channel  = nullptr; ///< null: no async side
+    bool                 fd_added = false;
+    std::mutex           lock;
+    bool                 asleep   = false;
+    bool                 closing  = false;
+    uint64_t             sleeps   = 0; ///< statistics: times it went to sleep
+    uint64_t             wakes_by_event = 0;
+};
+
+/// Before the interface creates its receive CQs: the channel to create
+/// them on, or null where there can be no async side (async_timer_start's
+/// reasons, said at diag level).
+ibv_comp_channel *async_timer_channel(async_timer *t, async_gate *g,
+                                      ucs_async_context_t *async, ibv_context *ctx,
+                                      const char *tl);
+/// When the interface is ready: the channel's handler and the timer. On
+/// failure (said at diag level) the interface works without an async side.
+void async_timer_begin(async_timer *t, ucs_async_event_cb_t tick, void *arg);
+/// The tick found the interface idle: arm 'cqs' (n of them). The caller
+/// then runs the interface once more and calls async_timer_sleep() if that
+/// found nothing. False if they could not be armed (the timer keeps ticking).
+[[nodiscard]] bool async_timer_arm(async_timer *t, ibv_cq *const *cqs, unsigned n);
+/// From a tick, inside the gate, after async_timer_arm() and a run that
+/// found nothing: remove the timer and raise 'asleep'.
+void async_timer_sleep(async_timer *t);
+/// Stop everything (waits for a running tick or event) before the CQs go.
+void async_timer_end(async_timer *t);
+/// After the CQs are destroyed.
+void async_timer_destroy_channel(async_timer *t);
 
 } // namespace zv::iface
 

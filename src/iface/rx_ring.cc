@@ -19,7 +19,7 @@ void rx_ring::post(unsigned count)
     while (count > 0) {
         unsigned n = m_pool->fill_recv_wrs(wrs, sges, std::min(count, chunk));
         if (n == 0) {
-            m_starved = true;
+            set_starved(true);
             return; // pool exhausted; retried at the next refill()
         }
         ibv_recv_wr *bad;
@@ -38,7 +38,7 @@ void rx_ring::post(unsigned count)
         m_posted += n;
         count -= n;
     }
-    m_starved = (m_posted < m_len) && m_starved;
+    set_starved((m_posted < m_len) && m_starved);
 }
 
 ucs_status_t rx_ring::fill(const char *dev, const char *tl, const char *var)

@@ -17,8 +17,9 @@ public:
         m_pool  = pool;
         m_srq   = srq;
         m_qp    = qp;
-        m_len   = len;
-        m_batch = batch;
+        m_len      = len;
+        m_batch    = batch;
+        m_refill_at = batch;
     }
 
     /// At interface open: post the whole ring. Fails, with the reason, if
@@ -29,13 +30,16 @@ public:
     /// A receive completed (its buffer is the caller's now).
     void consumed() { --m_posted; }
     /// Post again what was consumed, once at least 'batch' are missing
-    /// (any number while starved).
-    void refill()
+    /// (any number while starved). True when it posted (starved() may
+    /// have changed).
+    bool refill()
     {
         const unsigned missing = m_len - m_posted;
-        if (__builtin_expect((missing >= m_batch) || (m_starved && (missing > 0)), 0)) {
+        if (__builtin_expect(missing >= m_refill_at, 0)) {
             post(missing);
+            return true;
         }
+        return false;
     }
     /// Post up to 'count' buffers (fewer if the pool runs dry; the next
     /// refill() tries again). Nothing while paused.
@@ -64,9 +68,18 @@ private:
     ibv_qp      *m_qp     = nullptr;
     unsigned     m_len    = 0;
     unsigned     m_batch  = 1;
+    /// refill() posts once this many are missing: 'batch', or 1 while
+    /// starved (one compare on the receive path for both).
+    unsigned     m_refill_at = 1;
     unsigned     m_posted = 0;
     bool         m_paused  = false;
     bool         m_starved = false;
+
+    void set_starved(bool starved)
+    {
+        m_starved   = starved;
+        m_refill_at = starved ? 1 : m_batch;
+    }
 };
 
 } // namespace zv::iface

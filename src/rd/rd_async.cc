@@ -12,8 +12,21 @@ namespace {
 /// Most progress calls of one tick.
 constexpr unsigned async_max_calls = 256;
 
+/// Nothing for a timer to do until a packet comes: nothing unacknowledged
+/// or being connected (busy_eps), no ack owed, no request pending, no
+/// endpoint waiting for its sends, a full receive ring, and nothing of the
+/// transport's own. (Messages deferred for the worker need no timer.)
+bool idle(const rd_iface *iface)
+{
+    return (iface->busy_eps == nullptr) && (iface->owe_conns == nullptr) &&
+           (iface->pending_eps == nullptr) && iface->graveyard.empty() &&
+           (iface->parked == nullptr) && (iface->settling == nullptr) &&
+           !iface->rx_ring.starved() && iface->tl->idle(iface);
+}
+
 /// The timer: run the interface's progress for a worker that has not
-/// progressed since the last tick.
+/// progressed since the last tick; let the timer sleep if that leaves the
+/// interface idle (iface::async_timer).
 void async_tick(int, ucs_event_set_types_t, void *arg)
 {
     auto *iface = static_cast<rd_iface *>(arg);
@@ -30,13 +43,22 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
     }
     if (iface->progress_count.load(std::memory_order_relaxed) == as.seen_count) {
         as.active = true;
+        rx_limit_update(iface);
         ++as.runs;
         // What waited for a tick can be a burst (connection requests, a
         // window of packets): progress until nothing more is found, within
         // a bound, as a worker would on its next calls.
         for (unsigned i = 0; (i < async_max_calls) && (iface->core_progress(iface) > 0); ++i) {
         }
+        // A packet that came before the CQs were armed raises no event:
+        // once armed, a run that finds nothing means none came.
+        ibv_cq *const cqs[] = {iface->recv_cq, iface->conn_cq};
+        if (idle(iface) && iface::async_timer_arm(&as.timer, cqs, 2) &&
+            (iface->core_progress(iface) == 0) && idle(iface)) {
+            iface::async_timer_sleep(&as.timer);
+        }
         as.active = false;
+        rx_limit_update(iface);
     }
     as.seen_count = iface->progress_count.load(std::memory_order_relaxed);
     iface::async_leave(&as.gate);
@@ -59,17 +81,16 @@ void async_open(rd_iface *iface, unsigned (*core)(rd_iface *iface))
     async_state &as      = iface->as;
     iface->core_progress = core;
     as.max_deferred_ams  = iface->settings.common.rx_queue_len;
-    as.timer_id = iface::async_timer_start(iface->super.super.worker->async, iface->tl->name,
-                                           async_tick, iface);
+    iface::async_timer_begin(&as.timer, async_tick, iface);
 }
 
 void async_close(rd_iface *iface)
 {
     async_state &as = iface->as;
-    if (as.timer_id < 0) {
-        return; // never started, or closed already (nothing deferred then)
+    if (as.timer.closing) {
+        return; // closed already
     }
-    iface::async_timer_stop(&as.timer_id);
+    iface::async_timer_end(&as.timer);
     for (size_t i = as.head; i < as.deferred.size(); ++i) {
         if ((as.deferred[i].what == deferred_op::kind::am) && (as.deferred[i].buf != nullptr)) {
             iface::buffer_pool::put(as.deferred[i].buf);
@@ -79,7 +100,9 @@ void async_close(rd_iface *iface)
     as.head    = 0;
     as.waiting = false;
     ucs_debug("%s iface %p: the async side ran the core %lu times, accepted %lu active "
-              "messages, refused %lu", iface->tl->name, iface, as.runs, as.ams, as.refused);
+              "messages, refused %lu; its timer slept %lu times, woken %lu times by a "
+              "packet", iface->tl->name, iface, as.runs, as.ams, as.refused, as.timer.sleeps,
+              as.timer.wakes_by_event);
 }
 
 bool async_defer_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned length)

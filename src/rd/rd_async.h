@@ -46,7 +46,7 @@ struct deferred_op {
 /// What the async side of an interface keeps.
 struct async_state {
     async_gate               gate;
-    int                      timer_id = -1;
+    iface::async_timer       timer;
     /// The async side is running the core: calls into UCP are deferred.
     bool                     active   = false;
     /// progress_count at the async side's last tick (the async side's own).

@@ -310,11 +310,8 @@ void resend_all(rd_ep *ep)
     resend_continue(ep);
 }
 
-void ep_check_flushed(rd_ep *ep)
+void ep_complete_flush(rd_ep *ep)
 {
-    if ((ep->unreleased != 0) || ep->flush_waiters.empty()) {
-        return;
-    }
     std::vector<uct_completion_t *> waiters;
     waiters.swap(ep->flush_waiters);
     ucs_status_t status = (ep->st == rd_ep::state::failed) ? ep->error : UCS_OK;

@@ -84,8 +84,16 @@ void request_ack(rd_ep *ep);
 /// A control packet from ep to its receive connection at the peer: 'type',
 /// then 'body' (DISC, ALIVE, ACK_REQ).
 ucs_status_t send_to_conn(const rd_ep *ep, uint8_t type, const void *body, size_t body_len);
-/// Everything sent so far was released: complete flush waiters.
-void ep_check_flushed(rd_ep *ep);
+/// Complete the flush waiters (everything sent so far was released).
+void ep_complete_flush(rd_ep *ep);
+/// Everything sent so far was released: complete flush waiters, if any
+/// (inline: released descriptors ask it at every ack).
+inline void ep_check_flushed(rd_ep *ep)
+{
+    if (__builtin_expect((ep->unreleased == 0) && !ep->flush_waiters.empty(), 0)) {
+        ep_complete_flush(ep);
+    }
+}
 /// Try to send queued requests; false if the endpoint still has some.
 bool ep_dispatch_pending(rd_ep *ep);
 /// Queue the endpoint for dispatch_pending() if it has requests waiting.

@@ -154,11 +154,15 @@ ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl, const uct_iface
     // at most half the send budget; with one, its moderation bounds them.
     iface->tx_silent_max = tl->own_send_queues ? settings.common.tx_queue_len / 2 : UINT_MAX;
     const verbs::device &dev = iface->super.md->dev;
+    // (what reaches recv_cq wakes the async side's sleeping timer)
+    ibv_comp_channel *channel = iface::async_timer_channel(&iface->as.timer, &iface->as.gate,
+                                                           iface->super.super.worker->async,
+                                                           dev.ctx(), tl->name);
     iface->send_cq = ibv_create_cq(dev.ctx(), static_cast<int>(settings.common.tx_queue_len),
                                    nullptr, nullptr, 0);
     iface->recv_cq = (iface->send_cq == nullptr) ? nullptr :
                      ibv_create_cq(dev.ctx(), static_cast<int>(settings.common.rx_queue_len),
-                                   nullptr, nullptr, 0);
+                                   nullptr, channel, 0);
     if ((iface->send_cq == nullptr) || (iface->recv_cq == nullptr)) {
         ucs_error("%s: %s: ibv_create_cq() failed: %m", dev.name().c_str(), tl->name);
         return UCS_ERR_NO_RESOURCE;
@@ -227,6 +231,7 @@ ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
     if (status != UCS_OK) {
         return status;
     }
+    rx_limit_update(iface);
     ucs_debug("%s:%u: %s iface %p: qp 0x%x, %u receive buffers, max payload %u, "
               "max inline %u, window %u", dev.name().c_str(), iface->super.port->port_num,
               tl, iface, iface->addr_qpn, iface->rx_ring.posted(), iface->max_payload,
@@ -290,6 +295,7 @@ void close_cqs(rd_iface *iface)
     if ((iface->send_cq != nullptr) && (ibv_destroy_cq(iface->send_cq) != 0)) {
         ucs_warn("%s: ibv_destroy_cq(send) failed: %m", dev);
     }
+    iface::async_timer_destroy_channel(&iface->as.timer); // (after every CQ on it)
 }
 
 // ---------------------------------------------------------------- ops

@@ -314,6 +314,10 @@ struct rd_transport {
     /// Each endpoint sends on a QP of its own (uc_zv), not on the
     /// interface's one (ud_zv): it has its own send_queue.
     bool own_send_queues;
+    /// Nothing of the transport's own needs the timer (a QP to reset, a
+    /// connection handshake): with the core idle too, the async side's
+    /// timer may sleep (rd_async.cc).
+    bool (*idle)(const rd_iface *iface);
 };
 
 /// The core of an interface; a transport's interface starts with it. 'super'
@@ -324,6 +328,10 @@ struct rd_iface {
     rd_settings              settings;
     ibv_cq                  *send_cq  = nullptr;
     ibv_cq                  *recv_cq  = nullptr;
+    /// A CQ of the transport's own that a peer's first packet reaches
+    /// (uc_zv's connection manager): armed with recv_cq when the async
+    /// side's timer sleeps.
+    ibv_cq                  *conn_cq  = nullptr;
     iface::buffer_pool       rx_pool;
     iface::rx_ring           rx_ring;
     /// Receive descriptors UCP keeps (its handler answered UCS_INPROGRESS)
@@ -333,6 +341,11 @@ struct rd_iface {
     /// this bounds the receive buffers at 4 x RX_QUEUE_LEN.
     unsigned                 rx_held     = 0;
     unsigned                 rx_max_held = 0;
+    /// The receive path's one compare: with rx_held at or beyond it, an
+    /// active message takes the slow path (refused, or deferred by the
+    /// async side). rx_max_held; 0 while the ring is starved or the async
+    /// side runs (rx_limit_update()).
+    unsigned                 rx_hold_limit = 0;
     iface::buffer_pool       tx_pool;       ///< descriptors with a full packet
     iface::buffer_pool       tx_small_pool; ///< descriptors with <= small_payload
     iface::release_desc      release_desc;
@@ -504,6 +517,13 @@ ucs_status_t send_to_ep(rd_iface *iface, const rx_conn *c, uint8_t type, const v
 /// A reliable packet (AM or, with am == false, a completed put) for 'c':
 /// the reliability verdict, then delivery. Returns true when UCP kept b.
 bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am);
+/// rx_hold_limit again, after the ring's starvation or the async side's
+/// activity changed.
+inline void rx_limit_update(rd_iface *iface)
+{
+    iface->rx_hold_limit = (iface->rx_ring.starved() || iface->as.active) ? 0 :
+                                                                            iface->rx_max_held;
+}
 void release_desc(rd_iface *iface, tx_desc *d);
 void owe_link(rd_iface *iface, rx_conn *c);
 /// The sender of c asks for an ack now (ACK_REQ).

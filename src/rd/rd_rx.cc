@@ -142,7 +142,9 @@ template <bool Faults> unsigned poll_rx(rd_iface *iface)
     if ((n > 0) && (iface->owe_conns != nullptr)) {
         send_acks(iface, clock_now(iface));
     }
-    iface->rx_ring.refill();
+    if (__builtin_expect(iface->rx_ring.refill(), 0)) {
+        rx_limit_update(iface);
+    }
     return static_cast<unsigned>(n > 0 ? n : 0);
 }
 
@@ -150,6 +152,23 @@ template unsigned poll_rx<false>(rd_iface *iface);
 template unsigned poll_rx<true>(rd_iface *iface);
 
 namespace {
+
+/// invoke_am(), inline on the receive path.
+[[gnu::always_inline]] inline bool deliver_am(rd_iface *iface, uint8_t am_id, iface::buffer *b,
+                                              unsigned length)
+{
+    ucs_status_t status = uct_iface_invoke_am(&iface->super.super, am_id, am_data(iface, b),
+                                              length, UCT_CB_PARAM_FLAG_DESC);
+    if (status == UCS_OK) {
+        return false;
+    }
+    // UCP keeps the data and releases it through release_rx().
+    ++iface->rx_held;
+    char *desc = am_data(iface, b) - iface->rx_headroom;
+    *reinterpret_cast<uct_recv_desc_t **>(desc - sizeof(uct_recv_desc_t *)) =
+            &iface->release_desc.super;
+    return true;
+}
 
 /// An active message that would be delivered now cannot be taken: UCP
 /// keeps all the descriptors it may, the ring could not be reposted in
@@ -163,16 +182,27 @@ inline bool rx_full(const rd_iface *iface)
 
 } // namespace
 
+/// deliver_data()'s slow path (rx_hold_limit reached): true when an
+/// active message that would be delivered now is refused. Not accepted
+/// (the sender sends it again; its buffer goes back to the ring, which
+/// stays posted), but answered, so that the sender knows its peer is
+/// alive: backpressure, never a dead endpoint.
+[[gnu::noinline]] bool refused(rd_iface *iface, rx_conn *c, const parsed_pkt &p,
+                               const iface::buffer *b, bool am)
+{
+    if (!rx_full(iface) || !am || (b == nullptr) || (p.hdr.psn != c->rx.expected())) {
+        return false;
+    }
+    ++(iface->as.active ? iface->as.refused : iface->rx_refused);
+    ack_requested(iface, c);
+    return true;
+}
+
 bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
 {
     const rd_hdr &hdr = p.hdr;
-    if (__builtin_expect(rx_full(iface), 0) && am && (b != nullptr) &&
-        (hdr.psn == c->rx.expected())) {
-        // Not accepted (the sender sends it again; its buffer goes back to
-        // the ring, which stays posted), but answered, so that the sender
-        // knows its peer is alive: backpressure, never a dead endpoint.
-        ++(iface->as.active ? iface->as.refused : iface->rx_refused);
-        ack_requested(iface, c);
+    const bool slow   = (iface->rx_held >= iface->rx_hold_limit);
+    if (__builtin_expect(slow, 0) && refused(iface, c, p, b, am)) {
         return false;
     }
     rel::receiver::verdict v = c->rx.on_data(hdr.psn, clock_now(iface), p.ack_req);
@@ -188,26 +218,16 @@ bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffe
     if (!am) {
         return false; // a put: its data is in place, nothing to deliver
     }
-    if (__builtin_expect(iface->as.active, 0)) {
-        // (accepted: async_defer_am() has room, checked above)
+    if (__builtin_expect(slow, 0) && iface->as.active) {
+        // (accepted: async_defer_am() has room, checked by refused())
         return async_defer_am(iface, hdr.am_id, b, static_cast<unsigned>(p.body_len));
     }
-    return invoke_am(iface, hdr.am_id, b, static_cast<unsigned>(p.body_len));
+    return deliver_am(iface, hdr.am_id, b, static_cast<unsigned>(p.body_len));
 }
 
 bool invoke_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned length)
 {
-    ucs_status_t status = uct_iface_invoke_am(&iface->super.super, am_id, am_data(iface, b),
-                                              length, UCT_CB_PARAM_FLAG_DESC);
-    if (status == UCS_OK) {
-        return false;
-    }
-    // UCP keeps the data and releases it through release_rx().
-    ++iface->rx_held;
-    char *desc = am_data(iface, b) - iface->rx_headroom;
-    *reinterpret_cast<uct_recv_desc_t **>(desc - sizeof(uct_recv_desc_t *)) =
-            &iface->release_desc.super;
-    return true;
+    return deliver_am(iface, am_id, b, length);
 }
 
 void ack_requested(rd_iface *iface, rx_conn *c)

@@ -303,14 +303,17 @@ void qp_fatal(rd_iface *rd, uint32_t qpn)
 // ---------------------------------------------------------------- interface
 
 /// Progress, as the worker and the async side run it (rd_async.h).
-template <bool Faults> unsigned progress_core(rd_iface *rd)
+// (inline into progress(); the async side calls its own copy, Async)
+template <bool Faults, bool Async = false>
+[[gnu::always_inline]] inline unsigned progress_core(rd_iface *rd)
 {
     uc_iface *iface = to_uc(rd);
     unsigned count  = progress_begin<Faults>(rd);
     // Connection traffic is rare: every 32nd call, or while connecting;
     // every call of the async side (a peer may be waiting to connect).
     // (progress_begin counts the calls)
-    if (iface->conn.busy() || ((rd->progress_count.load(std::memory_order_relaxed) & 31) == 0) || rd->as.active) {
+    if (Async || iface->conn.busy() ||
+        ((rd->progress_count.load(std::memory_order_relaxed) & 31) == 0)) {
         count += iface->conn.progress();
     }
     progress_end(rd);
@@ -370,8 +373,13 @@ void iface_close(uct_iface_h uct_iface)
     delete iface;
 }
 
+bool idle(const rd_iface *rd)
+{
+    return !to_uc(rd)->conn.busy();
+}
+
 constexpr rd_transport uc_transport = {
-    "uc_zv", "UCX_UC_ZV_", rx_packet, wc_error, qp_fatal, nullptr, ep_freed, true,
+    "uc_zv", "UCX_UC_ZV_", rx_packet, wc_error, qp_fatal, nullptr, ep_freed, true, idle,
 };
 
 constexpr uct_iface_ops_t make_ops()
@@ -450,10 +458,11 @@ ucs_status_t create_resources(uc_iface *iface)
                                 connection_established, connection_failed,
                                 qp_released, nullptr};
     status = iface->conn.init(&rd->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
-                              nullptr, "UCX_UC_ZV_MAX_PEER_CONNS", true);
+                              rd->as.timer.channel, "UCX_UC_ZV_MAX_PEER_CONNS", true);
     if (status != UCS_OK) {
         return status;
     }
+    rd->conn_cq = iface->conn.cq();
     rd->addr_qpn    = iface->conn.ud_qpn();
     rd->rx_offset   = 0;
     rd->max_payload = iface->settings.seg_size;
@@ -496,7 +505,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
         return status;
     }
     choose_progress(rd, progress<true>);
-    async_open(rd, rd->fault.on() ? progress_core<true> : progress_core<false>);
+    async_open(rd, rd->fault.on() ? progress_core<true, true> : progress_core<false, true>);
     *iface_p = &rd->super.super.super;
     return UCS_OK;
 }

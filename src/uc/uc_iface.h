@@ -41,6 +41,10 @@ struct uc_iface {
 };
 
 inline uc_iface *to_uc(rd_iface *iface) { return reinterpret_cast<uc_iface *>(iface); }
+inline const uc_iface *to_uc(const rd_iface *iface)
+{
+    return reinterpret_cast<const uc_iface *>(iface);
+}
 inline uc_iface *to_uc(uct_iface_h iface) { return reinterpret_cast<uc_iface *>(iface); }
 
 [[nodiscard]] ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,

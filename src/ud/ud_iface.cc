@@ -28,13 +28,15 @@ void recover_qp(ud_iface *iface)
     rd->tx_limit     = rd->super.settings.tx_queue_len;
     ++rd->qp_resets;
     rd->rx_ring.resume();
+    rx_limit_update(rd);
     ucs_diag("%s: ud_zv qp 0x%x reset: %u receive buffers posted, unacknowledged "
              "packets are resent", rd->super.md->dev.name().c_str(), iface->qp->qp_num,
              rd->rx_ring.posted());
 }
 
 /// Progress, as the worker and the async side run it (rd_async.h).
-template <bool Faults> unsigned progress_core(rd_iface *rd)
+// (inline into progress(); the async side calls it through its address)
+template <bool Faults> [[gnu::always_inline]] inline unsigned progress_core(rd_iface *rd)
 {
     ud_iface *iface = to_ud(&rd->super.super.super);
     unsigned count  = progress_begin<Faults>(&iface->super);
@@ -114,8 +116,13 @@ void iface_close(uct_iface_h uct_iface)
     delete iface;
 }
 
+bool idle(const rd_iface *rd)
+{
+    return !to_ud(rd)->qp_broken;
+}
+
 constexpr rd_transport ud_transport = {
-    "ud_zv", "UCX_UD_ZV_", rx_packet, wc_error, qp_fatal, conn_freed, nullptr, false,
+    "ud_zv", "UCX_UD_ZV_", rx_packet, wc_error, qp_fatal, conn_freed, nullptr, false, idle,
 };
 
 constexpr uct_iface_ops_t make_ops()

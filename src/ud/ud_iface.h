@@ -80,6 +80,10 @@ struct ud_iface {
 };
 
 inline ud_iface *to_ud(rd_iface *iface) { return reinterpret_cast<ud_iface *>(iface); }
+inline const ud_iface *to_ud(const rd_iface *iface)
+{
+    return reinterpret_cast<const ud_iface *>(iface);
+}
 inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(iface); }
 
 [[nodiscard]] ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,

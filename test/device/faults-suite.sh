@@ -36,10 +36,17 @@
 #        ZV_BUILDDIR=B ZV_SRCDIR=S test/device/faults-suite.sh
 # Environment: ZV_MPI_TLS (default "rc_zv ud_zv uc_zv"), ZV_MEMLOCK_KB
 # (the locked-memory limit of the memlock test; default 24576 for rc_zv,
-# whose 2048 receive buffers of 8 KiB take 16 MiB, else 16384), ZV_KILL_LIMIT.
+# whose 2048 receive buffers of 8 KiB take 16 MiB, else 16384), ZV_KILL_LIMIT,
+# ZV_FAULTS_PARTS (default "mpi restart flap": mpi is fork, memlock and
+# peer death), ZV_FLAP_RUNS (port flaps per transport, default 1; ten, run
+# by hand: ZV_FAULTS_PARTS=flap ZV_FLAP_RUNS=10).
 . "$(dirname "${BASH_SOURCE[0]}")/suite-lib.sh"
 
 fs_start=$(date +%s)
+fs_parts=" ${ZV_FAULTS_PARTS:-mpi restart flap} "
+fs_part() { [[ "$fs_parts" == *" $1 "* ]]; }
+# fs_tls PART: the transports a part runs over (none if it is not selected)
+fs_tls() { fs_part "$1" && echo "${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}"; }
 fs_limit=${ZV_KILL_LIMIT:-60}
 # fs_pid_of_rank PROGRAM RANK: the pid of that rank on this host, or nothing
 fs_pid_of_rank() {
@@ -51,7 +58,7 @@ fs_pid_of_rank() {
     done
 }
 
-for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
+for fs_tl in $(fs_tls mpi); do
     grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
     echo "---- faults over $fs_tl"
     fs_memlock=${ZV_MEMLOCK_KB:-$([ "$fs_tl" = rc_zv ] && echo 24576 || echo 16384)}
@@ -183,7 +190,7 @@ fs_settle() { # wait (up to 60 s) until the survivor $fs_srv holds no connected 
     for i in $(seq 120); do [ "$(fs_qps_of $fs_srv)" = 0 ] && return 0; sleep 0.5; done
     return 1
 }
-for fs_tl in ${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}; do
+for fs_tl in $(fs_tls restart); do
     grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
     fs_T=$(echo "$fs_tl" | tr a-z A-Z)
     fs_f=$ms_dir/restart.addr; rm -f "$fs_f"
@@ -228,7 +235,9 @@ fs_netdev=$(rdma link show "$dev/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).
 if [ "$fs_flap" = auto ]; then
     case $(hostname) in zverbs-vm*) fs_flap=1 ;; *) fs_flap=0 ;; esac
 fi
-if [ "$fs_flap" = 1 ] && [ -n "$fs_netdev" ]; then
+if ! fs_part flap; then
+    :
+elif [ "$fs_flap" = 1 ] && [ -n "$fs_netdev" ]; then
     fs_down=${ZV_FLAP_DOWN:-6} fs_flimit=${ZV_FLAP_LIMIT:-120}
     # fs_port_active: wait (up to 60 s) until the device's port 1 is active again
     fs_port_active() {
@@ -243,6 +252,7 @@ if [ "$fs_flap" = 1 ] && [ -n "$fs_netdev" ]; then
     fs_flap_tls=${ZV_MPI_TLS:-rc_zv ud_zv uc_zv}
     [ "${ZV_DEVICE_FULL:-0}" = 0 ] || fs_flap_tls="rc_verbs $fs_flap_tls"
     for fs_tl in $fs_flap_tls; do
+      for fs_round in $(seq "${ZV_FLAP_RUNS:-1}"); do
         [ "$fs_tl" = rc_verbs ] || grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
         fs_run=$fs_tl
         [ "$fs_tl" != rc_verbs ] || fs_run=rc_verbs,ud_verbs
@@ -266,7 +276,7 @@ if [ "$fs_flap" = 1 ] && [ -n "$fs_netdev" ]; then
         fs_port_active; fs_active=$?
         fs_why=$(grep -m 1 -E "rxe[0-9]*: (rc|ud|uc)_zv|Fatal:|UCX +ERROR" "$ms_dir/flap" |
                  sed 's/^.*\] *//; s/^ *//' | cut -c1-150)
-        echo "  $fs_tl: port down ${fs_down} s: exit $fs_rc," \
+        echo "  $fs_tl: port down ${fs_down} s (run $fs_round): exit $fs_rc," \
              "$(echo "$fs_e $fs_d $fs_u" | awk '{printf "%.1f s after it went down, %.1f s after it came back", $1 - $2, $1 - $3}')"
         echo "    ${fs_why:-(no error printed)}"
         grep -m 1 '^soak:' "$ms_dir/flap" | sed 's/^/    /'
@@ -285,6 +295,7 @@ if [ "$fs_flap" = 1 ] && [ -n "$fs_netdev" ]; then
                      grep -qE 'rxe[0-9]*: $fs_tl' '$ms_dir/flap'"
         check "port back over $fs_tl: the port is active and a new job connects, data intact" \
             bash -c "[ $fs_active = 0 ] && [ $fs_arc = 0 ]"
+      done
     done
 else
     echo "  port down and up: not run (ZV_PORT_FLAP=$fs_flap${fs_netdev:+, netdev $fs_netdev}; only in the project's VM by default)"

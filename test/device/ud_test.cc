@@ -14,7 +14,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -652,6 +654,69 @@ TEST_P(ud_zv, a_computing_receiver_keeps_its_peer_and_loses_nothing)
     ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 10));
     EXPECT_EQ(110u, sink.got.size()) << "a message was delivered twice";
     EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+}
+
+/// Whether the async side's timer of 'side' sleeps, and how often it went
+/// to sleep and was woken by a packet.
+struct timer_state {
+    bool asleep;
+    uint64_t sleeps, wakes_by_event, runs;
+};
+timer_state timer_of(const uct_side &side)
+{
+    rd::rd_iface *r = rd::to_rd(side.iface);
+    std::lock_guard<std::mutex> guard(r->as.timer.lock);
+    return {r->as.timer.asleep, r->as.timer.sleeps, r->as.timer.wakes_by_event, r->as.runs};
+}
+
+/// An interface with nothing outstanding, whose worker computes, arms no
+/// timer (the async thread does nothing for it), and still answers at once
+/// when a peer sends: the packet's completion wakes it.
+TEST_P(ud_zv, an_idle_interface_sleeps_while_its_worker_computes_and_a_packet_wakes_it)
+{
+    uct_side c, d;
+    open_side(c, {{"TIMEOUT", "3s"}});
+    open_side(d, {{"TIMEOUT", "3s"}});
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 10));
+    // Both compute: within a few ticks, both timers sleep, and stay asleep.
+    auto start = std::chrono::steady_clock::now();
+    while ((!timer_of(c).asleep || !timer_of(d).asleep) &&
+           (std::chrono::steady_clock::now() - start < std::chrono::seconds(3))) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    timer_state cs = timer_of(c), ds = timer_of(d);
+    ASSERT_TRUE(cs.asleep) << "the idle sender's timer still ticks";
+    ASSERT_TRUE(ds.asleep) << "the idle receiver's timer still ticks";
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(ds.runs, timer_of(d).runs) << "the async side ran for an idle interface";
+    EXPECT_EQ(ds.sleeps, timer_of(d).sleeps);
+    // c sends (its worker's first call wakes its own timer); d still
+    // computes: its async side, woken by the first packet, takes them all.
+    unsigned sent = 0;
+    run_until({&c}, [&] {
+        if ((sent < 20) && (uct_ep_am_short(ep, am_id, 10 + sent, nullptr, 0) == UCS_OK)) {
+            ++sent;
+        }
+        return (sent == 20) && (uct_ep_flush(ep, 0, nullptr) == UCS_OK);
+    }, 10.0);
+    EXPECT_EQ(20u, sent);
+    EXPECT_EQ(UCS_OK, uct_ep_flush(ep, 0, nullptr)) << "d's async side acknowledged nothing";
+    EXPECT_FALSE(timer_of(c).asleep && (timer_of(c).sleeps == cs.sleeps))
+            << "c's worker did not wake its timer";
+    EXPECT_GT(timer_of(d).wakes_by_event, ds.wakes_by_event) << "no packet woke d's timer";
+    EXPECT_EQ(0u, s_ep_errors);
+    EXPECT_EQ(10u, sink.got.size()) << "a message was delivered without d's progress";
+    // d is back: each message once, in order.
+    uct_worker_progress(d.worker);
+    ASSERT_EQ(30u, sink.got.size());
+    for (uint64_t v = 0; v < 30; ++v) {
+        ASSERT_EQ(v, sink.got[v]);
+    }
     uct_ep_destroy(ep);
 }
 

@@ -112,5 +112,32 @@ TEST(async_gate, the_async_side_backs_off_while_the_worker_is_inside)
     iface::async_leave(&gate);
 }
 
+/// A sleeping timer (async_timer) is woken by the worker's next entry
+/// point, once, from the same test of 'async_in' that waits for a running
+/// async side.
+TEST(async_gate, the_worker_wakes_a_sleeping_timer_once)
+{
+    iface::async_gate gate;
+    static int wakes;
+    wakes         = 0;
+    gate.wake     = [](void *arg) {
+        auto *g = static_cast<iface::async_gate *>(arg);
+        ++wakes;
+        g->async_in.fetch_and(~iface::async_gate::asleep);
+    };
+    gate.wake_arg = &gate;
+    { iface::worker_scope scope(&gate); }
+    EXPECT_EQ(0, wakes) << "woken while it was not asleep";
+    gate.async_in.fetch_or(iface::async_gate::asleep);
+    {
+        iface::worker_scope scope(&gate);
+        EXPECT_EQ(1, wakes);
+        iface::worker_scope nested(&gate);
+    }
+    { iface::worker_scope scope(&gate); }
+    EXPECT_EQ(1, wakes) << "woken again";
+    EXPECT_EQ(0, gate.async_in.load());
+}
+
 } // namespace
 } // namespace zv::test
