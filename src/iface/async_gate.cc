@@ -138,6 +138,15 @@ int add_timer(ucs_async_context_t *async, const char *tl, ucs_async_event_cb_t c
     return id;
 }
 
+/// Remove a timer (waits for a running tick) and set *timer_id to -1.
+void async_timer_stop(int *timer_id)
+{
+    if (*timer_id >= 0) {
+        ucs_async_remove_handler(*timer_id, 1); // waits for a running tick
+        *timer_id = -1;
+    }
+}
+
 /// Read and acknowledge every event the channel holds (its fd is
 /// non-blocking); how many.
 unsigned drain(ibv_comp_channel *channel)
@@ -190,11 +199,6 @@ void on_event(int, ucs_event_set_types_t, void *arg)
 
 } // namespace
 
-int async_timer_start(ucs_async_context_t *async, const char *tl, ucs_async_event_cb_t cb,
-                      void *arg)
-{
-    return async_possible(async, tl) ? add_timer(async, tl, cb, arg) : -1;
-}
 
 ibv_comp_channel *async_timer_channel(async_timer *t, async_gate *g,
                                       ucs_async_context_t *async, ibv_context *ctx,
@@ -301,12 +305,5 @@ void async_timer_destroy_channel(async_timer *t)
     }
 }
 
-void async_timer_stop(int *timer_id)
-{
-    if (*timer_id >= 0) {
-        ucs_async_remove_handler(*timer_id, 1); // waits for a running tick
-        *timer_id = -1;
-    }
-}
 
 } // namespace zv::iface

@@ -88,16 +88,6 @@ private:
 [[nodiscard]] bool async_try_enter(async_gate *g);
 void async_leave(async_gate *g);
 
-/// A periodic timer in the worker's async context ('tl' names the
-/// transport in the messages); -1 where there can be none: no async
-/// context, signal mode (a signal handler would poll the device and
-/// allocate inside whatever the interrupted thread was doing), no
-/// membarrier(2). Each is said at diag level: the interface then works
-/// as before, progressing only when the worker does.
-[[nodiscard]] int async_timer_start(ucs_async_context_t *async, const char *tl,
-                                    ucs_async_event_cb_t cb, void *arg);
-/// Remove the timer (waits for a running tick) and set *timer_id to -1.
-void async_timer_stop(int *timer_id);
 
 /*
  * A timer that sleeps while its interface has nothing outstanding, so that
@@ -133,8 +123,11 @@ struct async_timer {
 };
 
 /// Before the interface creates its receive CQs: the channel to create
-/// them on, or null where there can be no async side (async_timer_start's
-/// reasons, said at diag level).
+/// them on, or null where there can be no async side: no async context,
+/// signal mode (a signal handler would poll the device and allocate inside
+/// whatever the interrupted thread was doing), no membarrier(2). Each is
+/// said at diag level: the interface then works as before, progressing
+/// only when the worker does.
 ibv_comp_channel *async_timer_channel(async_timer *t, async_gate *g,
                                       ucs_async_context_t *async, ibv_context *ctx,
                                       const char *tl);

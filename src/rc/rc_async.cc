@@ -10,12 +10,21 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <unistd.h>
+
 namespace zv::rc {
 
 namespace {
 
 /// Most connection progress calls of one tick (a burst of requests).
 constexpr unsigned async_max_calls = 256;
+
+/// The manager has nothing in hand (no handshake, close or probe under
+/// way) and the worker nothing to hear: the timer may sleep.
+bool idle(const rc_iface *iface)
+{
+    return !iface->conn.busy() && iface->async_outcomes.empty();
+}
 
 void async_tick(int, ucs_event_set_types_t, void *arg)
 {
@@ -37,9 +46,21 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
         iface->async_active = true;
         for (unsigned i = 0; (i < async_max_calls) && (iface->conn.progress() > 0); ++i) {
         }
+        // Nothing in hand: the timer sleeps until a connection message
+        // comes (iface::async_timer); the arming first, then one more run.
+        ibv_cq *const cq = iface->conn.cq();
+        if (idle(iface) && iface::async_timer_arm(&iface->timer, &cq, 1) &&
+            (iface->conn.progress() == 0) && idle(iface)) {
+            iface::async_timer_sleep(&iface->timer);
+        }
         iface->async_active = false;
         if (!iface->async_outcomes.empty()) {
             iface->conn.wake();
+            // A worker that waits for events hears it (event_arm reads it).
+            const uint64_t one = 1;
+            if ((iface->notify_fd >= 0) && (write(iface->notify_fd, &one, sizeof(one)) < 0)) {
+                ucs_diag("rc_zv: raising the event fd: %m");
+            }
         }
     }
     iface->async_seen = iface->progress_count.load(std::memory_order_relaxed);
@@ -50,13 +71,12 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
 
 void async_open(rc_iface *iface)
 {
-    iface->async_timer = iface::async_timer_start(iface->super.super.worker->async, "rc_zv",
-                                                  async_tick, iface);
+    iface::async_timer_begin(&iface->timer, async_tick, iface);
 }
 
 void async_close(rc_iface *iface)
 {
-    iface::async_timer_stop(&iface->async_timer);
+    iface::async_timer_end(&iface->timer);
     iface->async_outcomes.clear(); // their endpoints are being destroyed too
 }
 

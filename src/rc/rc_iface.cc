@@ -11,6 +11,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <new>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 namespace zv::rc {
 
@@ -223,6 +226,13 @@ void destroy_resources(rc_iface *iface)
     if ((iface->channel != nullptr) && (ibv_destroy_comp_channel(iface->channel) != 0)) {
         ucs_warn("%s: ibv_destroy_comp_channel() failed: %m", dev);
     }
+    iface::async_timer_destroy_channel(&iface->timer); // (after the manager's CQ)
+    for (int *fd : {&iface->event_epfd, &iface->notify_fd}) {
+        if (*fd >= 0) {
+            close(*fd);
+            *fd = -1;
+        }
+    }
     for (tx_op *chunk : iface->op_chunks) {
         delete[] chunk;
     }
@@ -341,9 +351,10 @@ void progress_enable(uct_iface_h iface, unsigned flags)
 }
 
 
-ucs_status_t event_fd_get(uct_iface_h iface, int *fd_p)
+ucs_status_t event_fd_get(uct_iface_h uct_iface, int *fd_p)
 {
-    *fd_p = to_rc(iface)->channel->fd;
+    rc_iface *iface = to_rc(uct_iface);
+    *fd_p           = (iface->event_epfd >= 0) ? iface->event_epfd : iface->channel->fd;
     return UCS_OK;
 }
 
@@ -363,17 +374,24 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
     void *ctx;
     bool busy = iface->stash_pending;
 
-    // Acknowledge events already signalled (the fd is non-blocking).
+    // Acknowledge events already signalled (the fd is non-blocking), and
+    // what the async side raised for the worker.
     while (ibv_get_cq_event(iface->channel, &cq, &ctx) == 0) {
         ibv_ack_cq_events(cq, 1);
+        busy = true;
+    }
+    uint64_t raised;
+    if ((iface->notify_fd >= 0) && (read(iface->notify_fd, &raised, sizeof(raised)) > 0)) {
         busy = true;
     }
     if (busy) {
         return UCS_ERR_BUSY;
     }
+    // (The manager's CQ is the async side's when there is one: it answers
+    // a connecting peer itself, and raises notify_fd for the worker.)
     if ((ibv_req_notify_cq(iface->send_cq, 0) != 0) ||
         (ibv_req_notify_cq(iface->recv_cq, 0) != 0) ||
-        (ibv_req_notify_cq(iface->conn.cq(), 0) != 0)) {
+        ((iface->event_epfd < 0) && (ibv_req_notify_cq(iface->conn.cq(), 0) != 0))) {
         ucs_error("%s: ibv_req_notify_cq() failed: %m",
                   iface->super.md->dev.name().c_str());
         return UCS_ERR_IO_ERROR;
@@ -416,6 +434,36 @@ constexpr uct_iface_ops_t make_ops(bool atomics)
 
 constexpr uct_iface_ops_t rc_ops_atomic = make_ops(true);
 constexpr uct_iface_ops_t rc_ops_plain  = make_ops(false);
+
+/// Where the worker's async context can run an async side: its timer's
+/// channel (for the manager's CQ), and UCT's event fd as an epoll set over
+/// the interface's channel and notify_fd. Without one, the manager's CQ is
+/// on the interface's channel, whose fd is UCT's event fd.
+ucs_status_t create_event_fd(rc_iface *iface)
+{
+    const char *name = iface->super.md->dev.name().c_str();
+    if (iface::async_timer_channel(&iface->timer, &iface->gate,
+                                   iface->super.super.worker->async,
+                                   iface->super.md->dev.ctx(), "rc_zv") == nullptr) {
+        return UCS_OK;
+    }
+    iface->event_epfd = epoll_create1(EPOLL_CLOEXEC);
+    iface->notify_fd  = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if ((iface->event_epfd < 0) || (iface->notify_fd < 0)) {
+        ucs_error("%s: rc_zv: the event fd: %m", name);
+        return UCS_ERR_IO_ERROR;
+    }
+    for (int fd : {iface->channel->fd, iface->notify_fd}) {
+        epoll_event ev{};
+        ev.events  = EPOLLIN;
+        ev.data.fd = fd;
+        if (epoll_ctl(iface->event_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            ucs_error("%s: rc_zv: epoll_ctl(ADD) for the event fd: %m", name);
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+    return UCS_OK;
+}
 
 ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
 {
@@ -509,9 +557,13 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     iface::conn_callbacks cb = {iface,           accept_passive,    connect_ep_qp,
                                 connection_established, connection_failed, nullptr,
                                 probe_qp};
+    status = create_event_fd(iface);
+    if (status != UCS_OK) {
+        return status;
+    }
     status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout,
-                              iface->channel, "UCX_RC_ZV_MAX_PEER_CONNS", true,
-                              t.max_dest_rd_atomic);
+                              (iface->event_epfd >= 0) ? iface->timer.channel : iface->channel,
+                              "UCX_RC_ZV_MAX_PEER_CONNS", true, t.max_dest_rd_atomic);
     if (status != UCS_OK) {
         return status;
     }

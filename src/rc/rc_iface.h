@@ -118,7 +118,13 @@ struct rc_iface {
     // Progress without the application (rc_async.cc): the async side runs
     // the connection manager while the worker is away.
     iface::async_gate       gate;
-    int                     async_timer  = -1;
+    /// Its timer, which sleeps while the manager has nothing in hand; the
+    /// manager's CQ is then on the timer's channel, and UCT's event fd is
+    /// an epoll set over 'channel' and 'notify_fd', which the async side
+    /// raises when it has something for the worker (async_outcomes).
+    iface::async_timer      timer;
+    int                     event_epfd = -1;
+    int                     notify_fd  = -1;
     bool                    async_active = false; ///< the async side runs it now
     unsigned                async_seen   = 0;     ///< progress_count at its last tick
     std::vector<async_outcome> async_outcomes;    ///< for the worker, in order

@@ -14,11 +14,13 @@
 #        (see suite-lib.sh), or standalone on the device:
 #        ZV_BUILDDIR=B ZV_SRCDIR=S test/device/busy-suite.sh
 # Environment: ZV_BUSY_SECONDS (the long form: 600); ZV_BUSY_NP (ranks per
-# job, default 4); ZV_BUSY_MPIRUN_ARGS (extra mpirun arguments, e.g. the
-# two-host tier's --host list).
+# job, default 4); ZV_BUSY_MODE (zv_busy's -m of the four jobs: mixed, the
+# default, cold or warm; with 2 ranks mixed is cold); ZV_BUSY_MPIRUN_ARGS
+# (extra mpirun arguments).
 . "$(dirname "${BASH_SOURCE[0]}")/suite-lib.sh"
 bs_secs=${ZV_BUSY_SECONDS:-45}
 bs_np=${ZV_BUSY_NP:-4}
+bs_mode=${ZV_BUSY_MODE:-mixed}
 ms_timeout=$((bs_secs + 300))
 # shellcheck disable=SC2206  # split on purpose
 bs_args=(${ZV_BUSY_MPIRUN_ARGS:-})
@@ -35,7 +37,7 @@ bs_start() { # name tl np zv_busy-args...
 }
 bs_t0=$SECONDS
 for bs_tl in rc_zv ud_zv uc_zv rc_zv,ud_zv; do
-    bs_start "${bs_tl/,/+}" "$bs_tl" "$bs_np" -w read -m mixed
+    bs_start "${bs_tl/,/+}" "$bs_tl" "$bs_np" -w read -m "$bs_mode"
 done
 bs_start ud_zv.spin ud_zv 2 -w spin -m warm
 for bs_j in "${bs_jobs[@]}"; do

@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace zv::test {
@@ -636,6 +638,60 @@ TEST_F(rc_zv, a_computing_peer_is_connected_to_and_loses_nothing)
         ASSERT_EQ(i, v) << "each message once, in order";
     }
     EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+    close_side(c);
+    close_side(d);
+}
+
+/// An interface whose connection manager has nothing in hand, while its
+/// worker computes, arms no timer; the first connection request wakes it,
+/// and it answers: the first connection to a computing peer still works.
+TEST_F(rc_zv, an_idle_interface_sleeps_while_its_worker_computes_and_a_connecting_peer_wakes_it)
+{
+    uct_side c, d;
+    open_side(c, {{"CONN_TIMEOUT", "1s"}});
+    open_side(d, {{"CONN_TIMEOUT", "1s"}});
+    am_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, 9, am_sink::handler, &sink, 0));
+    iface::async_timer &dt = rc::to_rc(d.iface)->timer;
+    auto asleep = [&dt] {
+        std::lock_guard<std::mutex> guard(dt.lock);
+        return dt.asleep;
+    };
+    auto start = std::chrono::steady_clock::now();
+    while (!asleep() && (std::chrono::steady_clock::now() - start < std::chrono::seconds(3))) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(asleep()) << "the idle interface's timer still ticks";
+    uint64_t woken;
+    {
+        std::lock_guard<std::mutex> guard(dt.lock);
+        woken = dt.wakes_by_event;
+    }
+    // d computes; c connects and sends.
+    uct_ep_h ep     = create_ep(c, d);
+    unsigned sent   = 0;
+    run_until({&c}, [&] {
+        if ((sent < 10) && (uct_ep_am_short(ep, 9, sent, nullptr, 0) == UCS_OK)) {
+            ++sent;
+        }
+        return sent == 10;
+    }, 5.0);
+    EXPECT_EQ(10u, sent) << "the sender could not connect to its computing peer";
+    EXPECT_EQ(0u, s_ep_errors);
+    {
+        std::lock_guard<std::mutex> guard(dt.lock);
+        EXPECT_GT(dt.wakes_by_event, woken) << "no connection request woke d's timer";
+    }
+    EXPECT_EQ(0u, sink.messages.size()) << "a message was delivered without d's progress";
+    ASSERT_TRUE(run_until({&c, &d}, [&] {
+        return (sink.messages.size() == 10) && (uct_ep_flush(ep, 0, nullptr) == UCS_OK);
+    }, 10));
+    for (uint64_t i = 0; i < 10; ++i) {
+        uint64_t v;
+        std::memcpy(&v, sink.messages[i].data(), sizeof(v));
+        ASSERT_EQ(i, v);
+    }
     uct_ep_destroy(ep);
     close_side(c);
     close_side(d);

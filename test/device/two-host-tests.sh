@@ -27,7 +27,9 @@
 #   ZV_TWO_HOST_PARTS  which parts run after the setup checks (default
 #                      "wire soak coll8 busy cut kill"; cut only in the full
 #                      run; coll8: 8 ranks, 4 per VM, collectives; busy: a
-#                      rank computing ZV_BUSY_SECONDS, default 45): e.g.
+#                      rank computing ZV_BUSY_SECONDS, default 45, of
+#                      ZV_BUSY_NP ranks, default 4, ZV_BUSY_MODE as in
+#                      busy-suite.sh): e.g.
 #                      ZV_TWO_HOST_PARTS=soak ZV_SOAK_SECONDS=600 is the
 #                      10-minute soak alone
 # Prints "ok   - ..." / "FAIL - ..." / "skip - ..." lines and ends with
@@ -272,17 +274,18 @@ guest() {
     # and wait for it in an allreduce. The transports side by side (waiting
     # jobs, not timed).
     if part busy; then
-        local busy=${ZV_BUSY_SECONDS:-45} btl bpids=() bt
-        hdr "a rank on $peer computes $busy s while 3 ranks send to it (cold and warm)"
+        local busy=${ZV_BUSY_SECONDS:-45} bnp=${ZV_BUSY_NP:-4} bmode=${ZV_BUSY_MODE:-mixed} btl bpids=() bt
+        hdr "a rank on $peer computes $busy s while $((bnp - 1)) send to it ($bmode)"
         t=$(now)
         for btl in $tls rc_zv,ud_zv; do
             case $btl in rc_verbs) continue ;; rc_zv,ud_zv)
                 case " $tls " in *" rc_zv "*" ud_zv "*) ;; *) continue ;; esac ;; esac
             # shellcheck disable=SC2046
-            timeout -k 10 $((busy + 300)) mpirun --allow-run-as-root -np 4 --host "zv-a:2,$peer:2" \
+            timeout -k 10 $((busy + 300)) mpirun --allow-run-as-root -np "$bnp" \
+                --host "zv-a:$((bnp / 2)),$peer:$((bnp - bnp / 2))" \
                 --mca pml ucx --mca pml_ucx_devices rxe0 -x UCX_NET_DEVICES=rxe0:1 \
                 --mca pml_ucx_tls "$btl" -x UCX_TLS="$btl,self" \
-                "$b/mpi-tests/zv_busy" -s "$busy" -w read -m mixed >"$tmp/busy.$btl" 2>&1 &
+                "$b/mpi-tests/zv_busy" -s "$busy" -w read -m "$bmode" >"$tmp/busy.$btl" 2>&1 &
             bpids+=("$!:$btl")
         done
         for bt in "${bpids[@]}"; do
@@ -290,7 +293,7 @@ guest() {
             btl=${bt#*:}
             echo "   $btl: exit $rc; $(grep '^busy:' "$tmp/busy.$btl")"
             [ $rc = 0 ] || tail -n 8 "$tmp/busy.$btl"
-            check "$btl across two VMs, a rank computing $busy s: exit 0, data validated" \
+            check "$btl across two VMs, $bnp ranks, one computing $busy s ($bmode): exit 0, data validated" \
                 sh -c "[ $rc = 0 ] && grep -q '^busy: .*: 0 errors' '$tmp/busy.$btl'"
         done
         echo "   ($(since "$t") s)"
@@ -476,7 +479,8 @@ t=$SECONDS
 "$run2" -v --timeout "$tmo" --share "$src" --share "$b" --share "$dir" \
     -e ZV_BUILDDIR="$b" -e ZV_SRCDIR="$src" -e ZV_TWO_HOST_FULL="$full" -e ZV_TWO_HOST_STAGED="$dir/stage" \
     ${ZV_TWO_HOST_TLS:+-e ZV_TWO_HOST_TLS="$ZV_TWO_HOST_TLS"} ${ZV_SOAK_SECONDS:+-e ZV_SOAK_SECONDS="$ZV_SOAK_SECONDS"} \
-    ${ZV_BUSY_SECONDS:+-e ZV_BUSY_SECONDS="$ZV_BUSY_SECONDS"} \
+    ${ZV_BUSY_SECONDS:+-e ZV_BUSY_SECONDS="$ZV_BUSY_SECONDS"} ${ZV_BUSY_NP:+-e ZV_BUSY_NP="$ZV_BUSY_NP"} \
+    ${ZV_BUSY_MODE:+-e ZV_BUSY_MODE="$ZV_BUSY_MODE"} \
     ${ZV_TWO_HOST_PARTS:+-e ZV_TWO_HOST_PARTS="$ZV_TWO_HOST_PARTS"} -- "$here/two-host-tests.sh" --guest 'a b' "c'd" \
     >"$dir/guest.out" 2>"$dir/guest.err" &
 gpid=$!; bg+=" $gpid"
