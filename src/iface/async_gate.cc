@@ -288,10 +288,13 @@ void async_timer_end(async_timer *t)
     }
     if (t->fd_added) {
         ucs_async_remove_handler(t->channel->fd, 1); // waits for a running handler
-        t->fd_added = false;
     }
-    async_timer_stop(&id);
-    t->gate->async_in.fetch_and(~async_gate::asleep, std::memory_order_release);
+    async_timer_stop(&id); // waits for a running tick
+    // Nothing of the async side runs from here on.
+    t->fd_added = false;
+    if (t->gate != nullptr) { // (null: the interface failed before its CQs)
+        t->gate->async_in.fetch_and(~async_gate::asleep, std::memory_order_release);
+    }
     if (t->channel != nullptr) {
         drain(t->channel);
     }

@@ -27,9 +27,9 @@
 #   ZV_TWO_HOST_PARTS  which parts run after the setup checks (default
 #                      "wire soak coll8 busy cut kill"; cut only in the full
 #                      run; coll8: 8 ranks, 4 per VM, collectives; busy: a
-#                      rank computing ZV_BUSY_SECONDS, default 45, of
-#                      ZV_BUSY_NP ranks, default 4, ZV_BUSY_MODE as in
-#                      busy-suite.sh): e.g.
+#                      rank computing ZV_BUSY_SECONDS, default 45, in each
+#                      run of ZV_BUSY_RUNS, RANKS:MODE..., default 4:mixed,
+#                      MODE as busy-suite.sh's ZV_BUSY_MODE): e.g.
 #                      ZV_TWO_HOST_PARTS=soak ZV_SOAK_SECONDS=600 is the
 #                      10-minute soak alone
 # Prints "ok   - ..." / "FAIL - ..." / "skip - ..." lines and ends with
@@ -269,34 +269,37 @@ guest() {
     fi
 
     # ---- a rank that computes (mpi-tests/zv_busy, as test/device/busy-suite.sh
-    # runs it in one VM): 4 ranks, 2 on each VM, the last one on zv-b makes no
-    # MPI call for ZV_BUSY_SECONDS while the others send to it, cold and warm,
-    # and wait for it in an allreduce. The transports side by side (waiting
-    # jobs, not timed).
+    # runs it in one VM): per run of ZV_BUSY_RUNS (RANKS:MODE..., default
+    # 4:mixed), the ranks split over the two VMs, the last one on zv-b makes
+    # no MPI call for ZV_BUSY_SECONDS while the others send to it (cold,
+    # warm or mixed) and wait for it in an allreduce. The transports side
+    # by side (waiting jobs, not timed).
     if part busy; then
-        local busy=${ZV_BUSY_SECONDS:-45} bnp=${ZV_BUSY_NP:-4} bmode=${ZV_BUSY_MODE:-mixed} btl bpids=() bt
-        hdr "a rank on $peer computes $busy s while $((bnp - 1)) send to it ($bmode)"
-        t=$(now)
-        for btl in $tls rc_zv,ud_zv; do
-            case $btl in rc_verbs) continue ;; rc_zv,ud_zv)
-                case " $tls " in *" rc_zv "*" ud_zv "*) ;; *) continue ;; esac ;; esac
-            # shellcheck disable=SC2046
-            timeout -k 10 $((busy + 300)) mpirun --allow-run-as-root -np "$bnp" \
-                --host "zv-a:$((bnp / 2)),$peer:$((bnp - bnp / 2))" \
-                --mca pml ucx --mca pml_ucx_devices rxe0 -x UCX_NET_DEVICES=rxe0:1 \
-                --mca pml_ucx_tls "$btl" -x UCX_TLS="$btl,self" \
-                "$b/mpi-tests/zv_busy" -s "$busy" -w read -m "$bmode" >"$tmp/busy.$btl" 2>&1 &
-            bpids+=("$!:$btl")
+        local busy=${ZV_BUSY_SECONDS:-45} brun bnp bmode btl bpids bt
+        for brun in ${ZV_BUSY_RUNS:-4:mixed}; do
+            bnp=${brun%%:*} bmode=${brun#*:} bpids=()
+            hdr "a rank on $peer computes $busy s while $((bnp - 1)) send to it ($bmode)"
+            t=$(now)
+            for btl in $tls rc_zv,ud_zv; do
+                case $btl in rc_verbs) continue ;; rc_zv,ud_zv)
+                    case " $tls " in *" rc_zv "*" ud_zv "*) ;; *) continue ;; esac ;; esac
+                timeout -k 10 $((busy + 300)) mpirun --allow-run-as-root -np "$bnp" \
+                    --host "zv-a:$((bnp / 2)),$peer:$((bnp - bnp / 2))" \
+                    --mca pml ucx --mca pml_ucx_devices rxe0 -x UCX_NET_DEVICES=rxe0:1 \
+                    --mca pml_ucx_tls "$btl" -x UCX_TLS="$btl,self" \
+                    "$b/mpi-tests/zv_busy" -s "$busy" -w read -m "$bmode" >"$tmp/busy.$btl" 2>&1 &
+                bpids+=("$!:$btl")
+            done
+            for bt in "${bpids[@]}"; do
+                rc=0; wait "${bt%%:*}" || rc=$?
+                btl=${bt#*:}
+                echo "   $btl: exit $rc; $(grep '^busy:' "$tmp/busy.$btl")"
+                [ $rc = 0 ] || tail -n 8 "$tmp/busy.$btl"
+                check "$btl across two VMs, $bnp ranks, one computing $busy s ($bmode): exit 0, data validated" \
+                    sh -c "[ $rc = 0 ] && grep -q '^busy: .*: 0 errors' '$tmp/busy.$btl'"
+            done
+            echo "   ($(since "$t") s)"
         done
-        for bt in "${bpids[@]}"; do
-            rc=0; wait "${bt%%:*}" || rc=$?
-            btl=${bt#*:}
-            echo "   $btl: exit $rc; $(grep '^busy:' "$tmp/busy.$btl")"
-            [ $rc = 0 ] || tail -n 8 "$tmp/busy.$btl"
-            check "$btl across two VMs, $bnp ranks, one computing $busy s ($bmode): exit 0, data validated" \
-                sh -c "[ $rc = 0 ] && grep -q '^busy: .*: 0 errors' '$tmp/busy.$btl'"
-        done
-        echo "   ($(since "$t") s)"
     fi
 
     # ---- full run: the wire is cut for 5 s mid-run (less than the ssh and
@@ -479,8 +482,7 @@ t=$SECONDS
 "$run2" -v --timeout "$tmo" --share "$src" --share "$b" --share "$dir" \
     -e ZV_BUILDDIR="$b" -e ZV_SRCDIR="$src" -e ZV_TWO_HOST_FULL="$full" -e ZV_TWO_HOST_STAGED="$dir/stage" \
     ${ZV_TWO_HOST_TLS:+-e ZV_TWO_HOST_TLS="$ZV_TWO_HOST_TLS"} ${ZV_SOAK_SECONDS:+-e ZV_SOAK_SECONDS="$ZV_SOAK_SECONDS"} \
-    ${ZV_BUSY_SECONDS:+-e ZV_BUSY_SECONDS="$ZV_BUSY_SECONDS"} ${ZV_BUSY_NP:+-e ZV_BUSY_NP="$ZV_BUSY_NP"} \
-    ${ZV_BUSY_MODE:+-e ZV_BUSY_MODE="$ZV_BUSY_MODE"} \
+    ${ZV_BUSY_SECONDS:+-e ZV_BUSY_SECONDS="$ZV_BUSY_SECONDS"} ${ZV_BUSY_RUNS:+-e ZV_BUSY_RUNS="$ZV_BUSY_RUNS"} \
     ${ZV_TWO_HOST_PARTS:+-e ZV_TWO_HOST_PARTS="$ZV_TWO_HOST_PARTS"} -- "$here/two-host-tests.sh" --guest 'a b' "c'd" \
     >"$dir/guest.out" 2>"$dir/guest.err" &
 gpid=$!; bg+=" $gpid"
