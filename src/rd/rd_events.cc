@@ -3,6 +3,8 @@
 // reliable-datagram interface (the transport decides for its own QPs).
 #include "rd/rd_ep.h"
 
+#include <ucs/time/time.h>
+
 #include <vector>
 
 namespace zv::rd {
@@ -39,8 +41,33 @@ void handle_event(iface::zv_iface *base, const verbs::async_event &ev)
         iface->super.device_lost = true;
         fail_all(iface, "the device is lost");
         break;
+    case verbs::async_event::kind::port_down:
+        if ((ev.port_num == iface->super.port->port_num) && !iface->port_down) {
+            iface->port_down    = true;
+            iface->port_down_at = ucs_get_time();
+            tx_limit_update(iface);
+            // On the timer list, every one: what waits to be sent (pending
+            // requests) fails too if the port does not come back.
+            for (rd_ep *ep : iface->eps.slots()) {
+                if ((ep != nullptr) && (ep->st != rd_ep::state::failed)) {
+                    busy_link(ep);
+                }
+            }
+        }
+        break;
+    case verbs::async_event::kind::port_up:
+        if ((ev.port_num == iface->super.port->port_num) && iface->port_down) {
+            iface->port_down = false;
+            tx_limit_update(iface);
+            const ucs_time_t now = ucs_get_time();
+            for (rd_ep *ep = iface->busy_eps; ep != nullptr; ep = ep->busy_next) {
+                ep->tx.restart(now);
+            }
+            iface->next_timer = now; // (the next timer check resends)
+        }
+        break;
     default:
-        break; // port events: endpoints fail by the peer timeout, if at all
+        break;
     }
     if (outer) {
         progress_end(iface);

@@ -359,6 +359,15 @@ ucs_status_t iface_fence(uct_iface_h, unsigned)
 
 unsigned check_timers(rd_iface *iface, ucs_time_t now)
 {
+    if (__builtin_expect(iface->port_down, 0)) {
+        // Nothing goes out (tx_limit 0) and nothing is expected: wait for
+        // the port, within a bound (the worker's timers fail, never the
+        // async side's).
+        if (!iface->as.active && (now - iface->port_down_at >= port_down_limit(iface))) {
+            fail_all(iface, "its port has been down for 3 x TIMEOUT");
+        }
+        return 0;
+    }
     unsigned count = 0;
     std::vector<uint32_t> failed;
     for (rd_ep **p = &iface->busy_eps; *p != nullptr;) {

@@ -379,9 +379,18 @@ struct rd_iface {
     /// tx_wc: a call nested in one of its callbacks goes on with them).
     tx_desc                 *settling       = nullptr;
     /// Work requests that may be outstanding: TX_QUEUE_LEN, or 0 while the
-    /// transport's QP is broken, so that nothing is posted to it (sends,
-    /// resends, control packets, pending requests) until it has been reset.
+    /// transport's QP is broken (tx_paused) or the port is down, so that
+    /// nothing is posted (sends, resends, control packets, pending
+    /// requests) until it has been reset or the port is back
+    /// (tx_limit_update()).
     unsigned                 tx_limit       = 0;
+    bool                     tx_paused      = false;
+    /// The interface's port is down (device event): the peers' silence is
+    /// explained, so endpoints neither resend nor time out, up to
+    /// port_down_limit(); at port up they resend at once and give each peer
+    /// a whole TIMEOUT.
+    bool                     port_down      = false;
+    ucs_time_t               port_down_at   = 0;
     size_t                   rx_headroom    = 0;
     size_t                   rx_offset      = 0; ///< of rd_hdr in a receive buffer
 
@@ -517,6 +526,18 @@ ucs_status_t send_to_ep(rd_iface *iface, const rx_conn *c, uint8_t type, const v
 /// A reliable packet (AM or, with am == false, a completed put) for 'c':
 /// the reliability verdict, then delivery. Returns true when UCP kept b.
 bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am);
+/// tx_limit again, after tx_paused or port_down changed.
+inline void tx_limit_update(rd_iface *iface)
+{
+    iface->tx_limit = (iface->tx_paused || iface->port_down) ? 0 :
+                                                              iface->settings.common.tx_queue_len;
+}
+/// How long the port may stay down before the endpoints fail: 3 x TIMEOUT
+/// (30 s by default, UCX's own ud timeout).
+inline ucs_time_t port_down_limit(const rd_iface *iface)
+{
+    return 3 * iface->settings.rel.peer_timeout;
+}
 /// rx_hold_limit again, after the ring's starvation or the async side's
 /// activity changed.
 inline void rx_limit_update(rd_iface *iface)

@@ -191,6 +191,19 @@ public:
         }
     }
 
+    /// The local port is back after an outage: the peer gets a whole
+    /// peer_timeout from now, and the window goes out again at the next
+    /// timer check, at the first timeout.
+    void restart(uint64_t now)
+    {
+        if (m_head != nullptr) {
+            m_progress_at = now;
+            m_rto         = m_rto_base;
+            m_deadline    = now;
+            m_nak_valid   = false;
+        }
+    }
+
     /// Check the retransmission timer. 'resend': send every packet in the
     /// window again (head() onwards); 'failed': the peer has not made
     /// progress for peer_timeout.

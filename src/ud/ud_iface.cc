@@ -25,7 +25,8 @@ void recover_qp(ud_iface *iface)
     }
     tx_reset(rd);
     iface->qp_broken = false;
-    rd->tx_limit     = rd->super.settings.tx_queue_len;
+    rd->tx_paused    = false;
+    tx_limit_update(rd);
     ++rd->qp_resets;
     rd->rx_ring.resume();
     rx_limit_update(rd);
@@ -65,7 +66,8 @@ void wc_error(rd_iface *rd, const ibv_wc &wc)
     ud_iface *iface = to_ud(rd);
     if (!iface->qp_broken && verbs::qp_in_error(iface->qp)) {
         iface->qp_broken = true;
-        rd->tx_limit     = 0;
+        rd->tx_paused    = true;
+        tx_limit_update(rd);
         rd->rx_ring.pause();
         ucs_diag("%s: ud_zv qp 0x%x entered the error state (%s): reset once its work "
                  "has flushed", rd->super.md->dev.name().c_str(), iface->qp->qp_num,

@@ -258,9 +258,19 @@ elif [ "$fs_flap" = 1 ] && [ -n "$fs_netdev" ]; then
         [ "$fs_tl" != rc_verbs ] || fs_run=rc_verbs,ud_verbs
         # 30 s of mixed traffic up to 64 KiB, every byte checked: a job that
         # rides out the outage still ends on its own.
+        fs_sent=/sys/class/infiniband/$dev/ports/1/hw_counters/sent_pkts
+        fs_s0=$(cat "$fs_sent" 2>/dev/null || echo 0)
         ms_run "$fs_run" 2 "$b/mpi-tests/zv_soak" -d 30 -S 65536 > "$ms_dir/flap" 2>&1 &
         fs_mp=$!
-        sleep 5                   # into the traffic
+        # into the traffic: once the device has sent a few thousand packets
+        # (a loaded host takes seconds to start the ranks; the port must not
+        # go down before they have opened it), then 2 s more
+        for _ in $(seq 600); do
+            [ "$(cat "$fs_sent" 2>/dev/null || echo 0)" -lt $((fs_s0 + 2000)) ] || break
+            kill -0 $fs_mp 2>/dev/null || break
+            sleep 0.1
+        done
+        sleep 2
         fs_d=$(date +%s.%N)
         ip link set "$fs_netdev" down
         sleep "$fs_down"

@@ -6,6 +6,7 @@
 #include "clock_reads.h"
 #include "test_util.h"
 #include "uct_fixture.h"
+#include "log_guard.h"
 
 #include "uc/uc_iface.h"
 #include "ud/ud_iface.h"
@@ -716,6 +717,53 @@ TEST_P(ud_zv, an_idle_interface_sleeps_while_its_worker_computes_and_a_packet_wa
     ASSERT_EQ(30u, sink.got.size());
     for (uint64_t v = 0; v < 30; ++v) {
         ASSERT_EQ(v, sink.got[v]);
+    }
+    uct_ep_destroy(ep);
+}
+
+/// A device event for side's port (white-box: what the md's event
+/// handler hands the interface).
+void port_event(const uct_side &side, verbs::async_event::kind what)
+{
+    rd::rd_iface *r = rd::to_rd(side.iface);
+    verbs::async_event ev;
+    ev.what     = what;
+    ev.port_num = r->super.port->port_num;
+    rd::handle_event(&r->super, ev);
+}
+
+/// The interface's own port goes down: its peers' silence is explained, so
+/// its endpoints neither send nor time out (a port flap longer than
+/// TIMEOUT is ridden out); when the port is back, what waited goes out.
+/// A port that stays down for 3 x TIMEOUT fails the endpoints, naming it.
+TEST_P(ud_zv, a_port_down_holds_the_endpoints_and_a_port_that_stays_down_fails_them)
+{
+    uct_side c, d;
+    open_side(c, {{"TIMEOUT", "1s"}});
+    open_side(d, {{"TIMEOUT", "1s"}});
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    port_event(c, verbs::async_event::kind::port_down);
+    // 2 x TIMEOUT: nothing can be sent, nothing fails.
+    ucs_status_t last = UCS_OK;
+    run_until({&c, &d}, [&] {
+        last = uct_ep_am_short(ep, am_id, 10, nullptr, 0);
+        return last == UCS_OK;
+    }, 2.0);
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, last) << "sent while the port is down";
+    EXPECT_EQ(0u, s_ep_errors) << "an endpoint timed out while its own port was down";
+    port_event(c, verbs::async_event::kind::port_up);
+    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d})) << "nothing goes out after the port is back";
+    EXPECT_EQ(0u, s_ep_errors);
+    // Down for good: after 3 x TIMEOUT, the endpoint fails.
+    {
+        expect_log_problems expect;
+        port_event(c, verbs::async_event::kind::port_down);
+        run_until({&c, &d}, [&] { return s_ep_errors > 0; }, 6.0);
+        EXPECT_EQ(1u, s_ep_errors) << "a port down for good never ended its endpoints";
+        EXPECT_TRUE(logged_only(expect, "its port has been down")) << expect.text();
     }
     uct_ep_destroy(ep);
 }
