@@ -68,6 +68,17 @@ void async_wait(async_gate *g)
     }
 }
 
+bool worker_away(worker_watch *w, unsigned count)
+{
+    const ucs_time_t now = ucs_get_time();
+    if (count != w->count) {
+        w->count = count;
+        w->since = now;
+        return false;
+    }
+    return now - w->since >= ucs_time_from_sec(async_tick_seconds / 2);
+}
+
 bool async_try_enter(async_gate *g)
 {
     g->async_in.fetch_or(async_gate::running, std::memory_order_relaxed);

@@ -5,6 +5,7 @@
 #define ZV_IFACE_ASYNC_GATE_H
 
 #include <ucs/async/async_fwd.h>
+#include <ucs/time/time_def.h>
 
 #include <atomic>
 #include <cstdint>
@@ -82,6 +83,18 @@ private:
     async_gate *m_gate;
     bool        m_outer_in;
 };
+
+/// The async side's view of the worker's progress count.
+struct worker_watch {
+    unsigned   count = 0; ///< the count at the last tick that saw it move
+    ucs_time_t since = 0; ///< when
+};
+/// At a tick: the worker is away when its count has not moved for half a
+/// tick or more. (A timer that fires late fires again at once: two ticks
+/// microseconds apart must not take a progressing worker for away, which
+/// would make it wait for a run of the async side.) A tick's cost while
+/// the worker progresses: a load and a clock read.
+[[nodiscard]] bool worker_away(worker_watch *w, unsigned count);
 
 /// The async side's half of the handshake: true when it may run (the
 /// worker is not inside); it then calls async_leave() when done.

@@ -29,17 +29,16 @@ bool idle(const rc_iface *iface)
 void async_tick(int, ucs_event_set_types_t, void *arg)
 {
     auto *iface = static_cast<rc_iface *>(arg);
-    // A worker that progressed since the last tick costs this tick one
-    // load: no barrier, no gate.
-    const unsigned count = iface->progress_count.load(std::memory_order_relaxed);
-    if (count != iface->async_seen) {
-        iface->async_seen = count;
+    // A worker that progresses costs this tick a load and a clock read:
+    // no barrier, no gate.
+    if (!iface::worker_away(&iface->async_watch,
+                            iface->progress_count.load(std::memory_order_relaxed))) {
         return;
     }
     if (!iface::async_try_enter(&iface->gate)) {
         return;
     }
-    if (iface->progress_count.load(std::memory_order_relaxed) == iface->async_seen) {
+    if (iface->progress_count.load(std::memory_order_relaxed) == iface->async_watch.count) {
         // Away since the last tick: the manager's callbacks into the
         // transport only record (connection_established/failed), the
         // worker's next progress call acts on them.
@@ -63,7 +62,7 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
             }
         }
     }
-    iface->async_seen = iface->progress_count.load(std::memory_order_relaxed);
+    iface->async_watch.count = iface->progress_count.load(std::memory_order_relaxed);
     iface::async_leave(&iface->gate);
 }
 

@@ -126,7 +126,7 @@ struct rc_iface {
     int                     event_epfd = -1;
     int                     notify_fd  = -1;
     bool                    async_active = false; ///< the async side runs it now
-    unsigned                async_seen   = 0;     ///< progress_count at its last tick
+    iface::worker_watch     async_watch;          ///< the worker's progress count
     std::vector<async_outcome> async_outcomes;    ///< for the worker, in order
 
     // Completions polled by event_arm(), handled by the next progress.

@@ -31,17 +31,15 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
 {
     auto *iface = static_cast<rd_iface *>(arg);
     async_state &as = iface->as;
-    // A worker that progressed since the last tick costs this tick one
-    // load: no barrier, no gate.
-    unsigned count = iface->progress_count.load(std::memory_order_relaxed);
-    if (count != as.seen_count) {
-        as.seen_count = count;
+    // A worker that progresses costs this tick a load and a clock read:
+    // no barrier, no gate.
+    if (!iface::worker_away(&as.watch, iface->progress_count.load(std::memory_order_relaxed))) {
         return;
     }
     if (!iface::async_try_enter(&as.gate)) {
         return;
     }
-    if (iface->progress_count.load(std::memory_order_relaxed) == as.seen_count) {
+    if (iface->progress_count.load(std::memory_order_relaxed) == as.watch.count) {
         as.active = true;
         rx_limit_update(iface);
         ++as.runs;
@@ -60,7 +58,7 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
         as.active = false;
         rx_limit_update(iface);
     }
-    as.seen_count = iface->progress_count.load(std::memory_order_relaxed);
+    as.watch.count = iface->progress_count.load(std::memory_order_relaxed); // (its own calls)
     iface::async_leave(&as.gate);
 }
 

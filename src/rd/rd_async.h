@@ -49,8 +49,8 @@ struct async_state {
     iface::async_timer       timer;
     /// The async side is running the core: calls into UCP are deferred.
     bool                     active   = false;
-    /// progress_count at the async side's last tick (the async side's own).
-    unsigned                 seen_count = 0;
+    /// The worker's progress count as the async side last saw it.
+    iface::worker_watch      watch;
     /// Active messages waiting in 'deferred' (they hold receive buffers).
     unsigned                 deferred_ams = 0;
     /// Most active messages the async side accepts before it leaves the
