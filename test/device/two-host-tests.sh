@@ -282,7 +282,10 @@ guest() {
             t=$(now)
             for btl in $tls rc_zv,ud_zv; do
                 case $btl in rc_verbs) continue ;; rc_zv,ud_zv)
-                    case " $tls " in *" rc_zv "*" ud_zv "*) ;; *) continue ;; esac ;; esac
+                    # (both listed; one pattern for both would need a space
+                    # between them, which " rc_zv " has taken)
+                    case " $tls " in *" rc_zv "*) ;; *) continue ;; esac
+                    case " $tls " in *" ud_zv "*) ;; *) continue ;; esac ;; esac
                 timeout -k 10 $((busy + 300)) mpirun --allow-run-as-root -np "$bnp" \
                     --host "zv-a:$((bnp / 2)),$peer:$((bnp - bnp / 2))" \
                     --mca pml ucx --mca pml_ucx_devices rxe0 -x UCX_NET_DEVICES=rxe0:1 \
