@@ -59,6 +59,18 @@ namespace zv::iface {
     return UCS_OK;
 }
 
+/// check_am_id() and check_length() in one test (an active message send
+/// with its header: one predicted branch).
+[[nodiscard]] inline ucs_status_t check_am(const zv_iface *iface, const char *op, uint8_t id,
+                                           const char *what, size_t length, size_t max)
+{
+    if (__builtin_expect((id >= UCT_AM_ID_MAX) | (length > max), 0)) {
+        return (id >= UCT_AM_ID_MAX) ? bad_am_id(iface, op, id) :
+                                       bad_length(iface, op, what, length, max);
+    }
+    return UCS_OK;
+}
+
 /// An iov of 'iovcnt' entries fits 'max'.
 [[nodiscard]] inline ucs_status_t check_iovcnt(const zv_iface *iface, const char *op,
                                                size_t iovcnt, size_t max)

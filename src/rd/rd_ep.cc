@@ -50,11 +50,8 @@ ucs_status_t ep_am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
 {
     rd_ep *ep           = to_ep(uct_ep);
     worker_scope scope(&ep->iface->as.gate);
-    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_short", id);
-    if (__builtin_expect(status == UCS_OK, 1)) {
-        status = iface::check_length(&ep->iface->super, "am_short", "header + payload",
-                                     sizeof(header) + length, ep->iface->max_payload);
-    }
+    ucs_status_t status = iface::check_am(&ep->iface->super, "am_short", id, "header + payload",
+                                          sizeof(header) + length, ep->iface->max_payload);
     if (__builtin_expect(status == UCS_OK, 1)) {
         status = check_tx(ep);
     }
@@ -80,11 +77,8 @@ ucs_status_t ep_am_short_iov(uct_ep_h uct_ep, uint8_t id, const uct_iov_t *iov,
     worker_scope scope(&ep->iface->as.gate);
     const size_t total  = iface::iov_total(iov, iovcnt);
     // (max_short: what iface_query promises; no header of its own)
-    ucs_status_t status = iface::check_am_id(&ep->iface->super, "am_short_iov", id);
-    if (__builtin_expect(status == UCS_OK, 1)) {
-        status = iface::check_length(&ep->iface->super, "am_short_iov", "payload", total,
-                                     ep->iface->max_payload);
-    }
+    ucs_status_t status = iface::check_am(&ep->iface->super, "am_short_iov", id, "payload",
+                                          total, ep->iface->max_payload);
     if (__builtin_expect(status == UCS_OK, 1)) {
         status = check_tx(ep);
     }

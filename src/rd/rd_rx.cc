@@ -180,8 +180,6 @@ inline bool rx_full(const rd_iface *iface)
            (iface->as.active && (iface->as.deferred_ams >= iface->as.max_deferred_ams));
 }
 
-} // namespace
-
 /// deliver_data()'s slow path (rx_hold_limit reached): true when an
 /// active message that would be delivered now is refused. Not accepted
 /// (the sender sends it again; its buffer goes back to the ring, which
@@ -198,11 +196,14 @@ inline bool rx_full(const rd_iface *iface)
     return true;
 }
 
-bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
+/// deliver_data() once it knows whether the receive path is at its limit
+/// (Slow: refused, or deferred by the async side); the fast one tests
+/// nothing of either.
+template <bool Slow>
+inline bool deliver(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
 {
     const rd_hdr &hdr = p.hdr;
-    const bool slow   = (iface->rx_held >= iface->rx_hold_limit);
-    if (__builtin_expect(slow, 0) && refused(iface, c, p, b, am)) {
+    if (Slow && refused(iface, c, p, b, am)) {
         return false;
     }
     rel::receiver::verdict v = c->rx.on_data(hdr.psn, clock_now(iface), p.ack_req);
@@ -218,11 +219,27 @@ bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffe
     if (!am) {
         return false; // a put: its data is in place, nothing to deliver
     }
-    if (__builtin_expect(slow, 0) && iface->as.active) {
+    if (Slow && iface->as.active) {
         // (accepted: async_defer_am() has room, checked by refused())
         return async_defer_am(iface, hdr.am_id, b, static_cast<unsigned>(p.body_len));
     }
     return deliver_am(iface, hdr.am_id, b, static_cast<unsigned>(p.body_len));
+}
+
+[[gnu::noinline]] bool deliver_slow(rd_iface *iface, rx_conn *c, const parsed_pkt &p,
+                                    iface::buffer *b, bool am)
+{
+    return deliver<true>(iface, c, p, b, am);
+}
+
+} // namespace
+
+bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
+{
+    if (__builtin_expect(iface->rx_held >= iface->rx_hold_limit, 0)) {
+        return deliver_slow(iface, c, p, b, am);
+    }
+    return deliver<false>(iface, c, p, b, am);
 }
 
 bool invoke_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned length)
