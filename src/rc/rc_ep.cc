@@ -2,6 +2,9 @@
 // rc_zv endpoint: connection, completions, pending, flush.
 #include "rc/rc_ep_inl.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <new>
 
 namespace zv::rc {
@@ -116,12 +119,16 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         ep->pending.purge(nullptr, nullptr);
     }
+    if (!ep->pending.empty()) {
+        return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
+    }
     if ((ep->st == rc_ep::state::connected) && (ep_outstanding(ep) == 0)) {
         return UCS_OK;
     }
-    if ((ep->st == rc_ep::state::connecting) || !ep->pending.empty()) {
-        return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
-    }
+    // A connecting endpoint's flush completes once it connected and what it
+    // sent meanwhile completed: a waiter rides on a held signaled WR. (Not
+    // NO_RESOURCE: pending_add would answer BUSY, since it may send, and
+    // UCP's flush would retry at once, for ever.)
     if (comp == nullptr) {
         ucs_status_t status = signal_unsignaled_tail(ep);
         return (UCS_STATUS_IS_ERR(status) && (status != UCS_ERR_NO_RESOURCE)) ? status
@@ -132,7 +139,7 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
         return UCS_ERR_NO_RESOURCE;
     }
     op->comp = comp;
-    if (ep->signaled_seq == ep->posted_seq) {
+    if ((ep->st == rc_ep::state::connected) && (ep->signaled_seq == ep->posted_seq)) {
         // The last WR will report its completion: wait behind it.
         op->type = tx_op::flush_waiter;
         op->seq  = ep->posted_seq;
@@ -237,6 +244,65 @@ void dispatch_pending(rc_iface *iface)
     }
 }
 
+int hold(rc_ep *ep, const ibv_send_wr *wr)
+{
+    try {
+        held_wr h;
+        h.wr      = *wr;
+        h.wr.next = nullptr;
+        if (wr->send_flags & IBV_SEND_INLINE) {
+            for (int i = 0; i < wr->num_sge; ++i) {
+                const auto *p = reinterpret_cast<const char *>(wr->sg_list[i].addr);
+                h.data.insert(h.data.end(), p, p + wr->sg_list[i].length);
+            }
+            h.sge.push_back({0, static_cast<uint32_t>(h.data.size()), 0}); // (addr: at post)
+        } else {
+            h.sge.assign(wr->sg_list, wr->sg_list + wr->num_sge);
+        }
+        ep->held.push_back(std::move(h));
+    } catch (const std::bad_alloc &) {
+        return ENOMEM;
+    }
+    return 0;
+}
+
+/// The endpoint connected: its held WRs go to the QP, in the order made.
+static void post_held(rc_ep *ep)
+{
+    size_t posted = 0;
+    for (held_wr &h : ep->held) {
+        if (!h.data.empty()) {
+            h.sge[0].addr = reinterpret_cast<uintptr_t>(h.data.data());
+        }
+        h.wr.sg_list = h.sge.data();
+        h.wr.num_sge = static_cast<int>(h.sge.size());
+        ibv_send_wr *bad;
+        int ret = ibv_post_send(ep->qp, &h.wr, &bad);
+        if (ret != 0) {
+            ep->held.erase(ep->held.begin(), ep->held.begin() + posted);
+            char why[128];
+            snprintf(why, sizeof(why), "posting what was sent while it connected failed: %s",
+                     strerror(ret));
+            ep_fail(ep, verbs::status_from_errno(ret), why);
+            return;
+        }
+        ++posted;
+    }
+    ep->held.clear();
+    ep->held.shrink_to_fit();
+}
+
+void drop_held(rc_ep *ep)
+{
+    // Never posted: no completion will come for them (their ops are the
+    // caller's to retire). They were the endpoint's last WRs.
+    const auto n = static_cast<uint32_t>(ep->held.size());
+    ep->posted_seq -= n;
+    ep->signaled_seq = std::min(ep->signaled_seq, ep->posted_seq);
+    ep->iface->tx_outstanding -= n;
+    ep->held.clear();
+}
+
 void ep_fail(rc_ep *ep, ucs_status_t status, const char *why)
 {
     rc_iface *iface = ep->iface;
@@ -245,6 +311,7 @@ void ep_fail(rc_ep *ep, ucs_status_t status, const char *why)
     if (ep->qp != nullptr) {
         verbs::qp_to_error(ep->qp);
     }
+    drop_held(ep);
     // Work that cannot complete any more completes now, with the error.
     while (ep->ops_head != nullptr) {
         tx_op *op    = ep->ops_head;
@@ -348,6 +415,7 @@ void ep_destroy(uct_ep_h uct_ep)
         unlink_pending_ep(ep); // (not found while dispatch_pending holds the list)
     }
     ep->pending = iface::pending_queue();
+    drop_held(ep);
     // Work still queued completes as canceled, like UCX's own transports.
     while (ep->ops_head != nullptr) {
         tx_op *op    = ep->ops_head;
@@ -444,6 +512,9 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
     iface->connecting.erase(it);
     ep->st = rc_ep::state::connected;
     ucs_debug("rc_zv ep %p: qp 0x%x connected to qp 0x%x", ep, ep->qp->qp_num, peer_qpn);
+    if (!ep->held.empty()) {
+        post_held(ep);
+    }
     if (!ep->pending.empty()) {
         link_pending_ep(ep);
         dispatch_pending(iface);

@@ -7,11 +7,23 @@
 #include "iface/pending.h"
 #include "rc/rc_iface.h"
 
+#include <vector>
+
 namespace zv::rc {
 
 /// Peer interface address: the number of its connection UD QP.
 struct __attribute__((packed)) iface_addr {
     uint8_t ud_qpn[3];
+};
+
+/// A work request made while the endpoint connected, posted as it was
+/// made (its wr_id, flags, sequence and op already taken) once the QP is
+/// (post_held). Its inline data is a copy: the caller's memory is the
+/// caller's again when the operation returns.
+struct held_wr {
+    ibv_send_wr          wr;
+    std::vector<ibv_sge> sge;
+    std::vector<char>    data;
 };
 
 struct rc_ep {
@@ -42,12 +54,19 @@ struct rc_ep {
     /// operation sets only the fields it uses. One thread uses an endpoint
     /// at a time, and verbs copies the WR when it is posted.
     ibv_send_wr         wr           = {};
+    /// What was posted while it connected (every WR it has then).
+    std::vector<held_wr> held;
 };
 
 /// Send WRs in flight on the endpoint.
 inline unsigned ep_outstanding(const rc_ep *ep) { return ep->posted_seq - ep->completed_seq; }
 
 [[nodiscard]] ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
+/// post() of a connecting endpoint: keep 'wr' (a copy) for post_held().
+/// 0, or ENOMEM.
+int hold(rc_ep *ep, const ibv_send_wr *wr);
+/// Forget the held WRs (the endpoint failed or is destroyed connecting).
+void drop_held(rc_ep *ep);
 void ep_destroy(uct_ep_h ep);
 ucs_status_t pending_add(uct_ep_h ep, uct_pending_req_t *req, unsigned flags);
 void pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg);

@@ -50,9 +50,9 @@ inline uint64_t make_wr_id(const rc_ep *ep, uint32_t seq)
 /// for all? (The caller has nothing to undo.)
 inline ucs_status_t check_tx(const rc_ep *ep, unsigned cq_limit)
 {
-    if (__builtin_expect(ep->st != rc_ep::state::connected, 0)) {
-        return (ep->st == rc_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
-    }
+    if (__builtin_expect(ep->st == rc_ep::state::failed, 0)) {
+        return ep->error;
+    } // (a connecting endpoint may: its WRs wait for the QP, see post())
     rc_iface *iface = ep->iface;
     if (__builtin_expect(ep_outstanding(ep) >= ep->max_send_wr, 0)) {
         return UCS_ERR_NO_RESOURCE;
@@ -101,8 +101,13 @@ inline ucs_status_t post(rc_ep *ep, ibv_send_wr *wr, tx_op *op, bool need_signal
     }
     wr->wr_id = make_wr_id(ep, seq);
 
-    ibv_send_wr *bad;
-    int ret = ibv_post_send(ep->qp, wr, &bad);
+    int ret;
+    if (__builtin_expect(ep->st == rc_ep::state::connected, 1)) {
+        ibv_send_wr *bad;
+        ret = ibv_post_send(ep->qp, wr, &bad);
+    } else {
+        ret = hold(ep, wr); // connecting: posted once the QP is
+    }
     if (__builtin_expect(ret != 0, 0)) {
         ucs_error("qp 0x%x: ibv_post_send() failed: %s", ep->qp->qp_num, strerror(ret));
         return verbs::status_from_errno(ret);

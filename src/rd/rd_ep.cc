@@ -198,12 +198,16 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         ep->pending.purge(nullptr, nullptr);
     }
+    if (!ep->pending.empty()) {
+        return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
+    }
     if ((ep->st == rd_ep::state::connected) && (ep->unreleased == 0)) {
         return UCS_OK;
     }
-    if ((ep->st == rd_ep::state::connecting) || !ep->pending.empty()) {
-        return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
-    }
+    // (A connecting endpoint's flush completes once it connected and what
+    // it sent meanwhile was acknowledged. Not NO_RESOURCE: pending_add
+    // would answer BUSY, since it may send, and UCP's flush would retry
+    // at once, for ever.)
     if (comp != nullptr) {
         ep->flush_waiters.push_back(comp);
     }
@@ -253,7 +257,9 @@ void send_desc(rd_ep *ep, tx_desc *d, size_t len)
         h->type |= rd_hdr::flag_ack_req;
     }
     ++ep->unreleased;
-    (void)post_desc(ep->iface, ep, d, true);
+    if (__builtin_expect(ep->st == rd_ep::state::connected, 1)) {
+        (void)post_desc(ep->iface, ep, d, true);
+    } // else it waits for the connection (post_held)
 }
 
 void request_ack(rd_ep *ep)
@@ -277,7 +283,10 @@ void busy_link(rd_ep *ep)
     }
 }
 
-unsigned resend_continue(rd_ep *ep)
+/// Post the window from the cursor (resend_next) on, as far as the send
+/// queue allows; the timer walk continues what is left. 'first': the
+/// packets were never posted (held for the connection).
+static unsigned post_from_cursor(rd_ep *ep, bool first)
 {
     rd_iface *iface = ep->iface;
     unsigned n      = 0;
@@ -285,17 +294,55 @@ unsigned resend_continue(rd_ep *ep)
            (iface->tx_outstanding < iface->tx_limit)) {
         tx_desc *d      = ep->resend_next;
         ep->resend_next = reinterpret_cast<tx_desc *>(d->pkt.next);
-        if (post_desc(iface, ep, d, false) != UCS_OK) {
+        if (post_desc(iface, ep, d, first) != UCS_OK) {
             ep->resend_next = nullptr; // the timer will try again
             break;
         }
-        ++iface->resent;
         ++n;
     }
     if (ep->resend_next != nullptr) {
         busy_link(ep); // the timer walk continues it when slots free up
     }
     return n;
+}
+
+unsigned resend_continue(rd_ep *ep)
+{
+    rd_iface *iface = ep->iface;
+    if (__builtin_expect(ep->st != rd_ep::state::connected, 0)) {
+        // Connecting: only the CREQ goes again (ud_zv); what follows it
+        // waits for the connection (post_held).
+        tx_desc *d      = ep->resend_next;
+        ep->resend_next = nullptr;
+        if ((d == nullptr) || (&d->pkt != ep->tx.head()) ||
+            ((d->hdr()->type & ~rd_hdr::flag_ack_req) != rd_hdr::creq) ||
+            (post_desc(iface, ep, d, false) != UCS_OK)) {
+            return 0;
+        }
+        ++iface->resent;
+        return 1;
+    }
+    unsigned n = post_from_cursor(ep, false);
+    iface->resent += n;
+    return n;
+}
+
+void post_held(rd_ep *ep)
+{
+    tx_desc *first = nullptr;
+    for (rel::tx_pkt *p = ep->tx.head(); p != nullptr; p = p->next) {
+        auto *d = reinterpret_cast<tx_desc *>(p);
+        if ((d->hdr()->type & ~rd_hdr::flag_ack_req) != rd_hdr::creq) {
+            first          = (first == nullptr) ? d : first;
+            d->hdr()->dest = ep->peer_conn; // (0 until now)
+        } // (ud_zv's CREQ, sent and acknowledged by the CREP)
+    }
+    if (first == nullptr) {
+        return;
+    }
+    ep->tx.start(clock_now(ep->iface));
+    ep->resend_next = first;
+    (void)post_from_cursor(ep, true);
 }
 
 void resend_all(rd_ep *ep)
@@ -322,7 +369,7 @@ bool ep_dispatch_pending(rd_ep *ep)
 {
     return ep->pending.dispatch([ep] {
         rd_iface *iface = ep->iface;
-        return (ep->st == rd_ep::state::connected) && !ep->tx.window_full() &&
+        return (ep->st != rd_ep::state::failed) && !ep->tx.window_full() &&
                (ep->resend_next == nullptr) &&
                (iface->tx_outstanding < iface->tx_limit);
     });
@@ -393,7 +440,11 @@ void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body)
             ep->st        = rd_ep::state::connected;
             ucs_debug("%s: endpoint %p connected to qp 0x%x conn 0x%x", iface->tl->name,
                       ep, ep->peer_qpn, b.conn_id);
-        } else if (ep->peer_conn != b.conn_id) {
+            ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
+            post_held(ep); // what was sent while it connected
+            break;
+        }
+        if (ep->peer_conn != b.conn_id) {
             ++iface->bad_rx;
             return;
         }
@@ -450,6 +501,8 @@ void pending_link(rd_ep *ep)
 void ep_connected(rd_ep *ep)
 {
     ep->st = rd_ep::state::connected;
+    post_held(ep);
+    ep_check_flushed(ep); // a flush of nothing waited for the connection
     pending_link(ep);
 }
 

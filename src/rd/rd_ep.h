@@ -67,7 +67,8 @@ void ep_release(rd_ep *ep);
 void ep_free(rd_ep *ep);
 /// Fail outstanding work and report once; 'why' says what happened.
 void ep_fail(rd_ep *ep, ucs_status_t status, const char *why);
-/// The endpoint is connected (its peer_conn set): it may send.
+/// The endpoint is connected (its peer_conn set): what it sent so far goes
+/// out (post_held), and its pending requests are dispatched.
 void ep_connected(rd_ep *ep);
 
 // ---------------------------------------------------------------- protocol
@@ -77,6 +78,9 @@ void ep_connected(rd_ep *ep);
 unsigned resend_continue(rd_ep *ep);
 /// Start a go-back-N retransmission from the oldest unacked packet.
 void resend_all(rd_ep *ep);
+/// The endpoint just connected (its peer_conn set): what it sent while it
+/// connected, held in its window, goes out now, addressed to peer_conn.
+void post_held(rd_ep *ep);
 /// Someone waits for the window to drain (a flush): ask the receiver to
 /// acknowledge now, once per psn reached. Only an accelerator: if the
 /// request is lost, the delayed ack or the timer still drains the window.

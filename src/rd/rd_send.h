@@ -10,11 +10,13 @@
 
 namespace zv::rd {
 
+/// Room for one more packet. A connecting endpoint has it too: what it
+/// sends waits in its window until the connection exists (send_desc).
 inline ucs_status_t check_tx(rd_ep *ep)
 {
     rd_iface *iface = ep->iface;
-    if (__builtin_expect(ep->st != rd_ep::state::connected, 0)) {
-        return (ep->st == rd_ep::state::failed) ? ep->error : UCS_ERR_NO_RESOURCE;
+    if (__builtin_expect(ep->st == rd_ep::state::failed, 0)) {
+        return ep->error;
     }
     if (__builtin_expect(ep->tx.window_full() || (ep->resend_next != nullptr) ||
                          (iface->tx_outstanding >= iface->tx_limit), 0)) {
@@ -56,7 +58,9 @@ inline tx_desc *desc_get(rd_ep *ep, uint8_t type, size_t payload)
 inline void piggyback(rd_ep *ep, rd_hdr *h)
 {
     rx_conn *c = ep->partner;
-    if ((c != nullptr) && c->rx.owes() && !c->rx.nak_due()) {
+    // (not on a packet held back for the connection: the ack would wait)
+    if ((c != nullptr) && c->rx.owes() && !c->rx.nak_due() &&
+        (ep->st == rd_ep::state::connected)) {
         h->ack_dest = c->peer_ep;
         h->ack_psn  = c->rx.ack_psn();
         c->rx.acked();
@@ -82,7 +86,8 @@ inline bool add_iov(tx_desc *d, const uct_iov_t *iov, size_t iovcnt)
 }
 
 /// Number the packet, keep it for retransmission, post it. A failed post
-/// leaves it in the window: the timer sends it again.
+/// leaves it in the window: the timer sends it again. A connecting
+/// endpoint's packet waits in the window, unposted, for post_held().
 void send_desc(rd_ep *ep, tx_desc *d, size_t len);
 
 } // namespace zv::rd

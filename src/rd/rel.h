@@ -191,6 +191,19 @@ public:
         }
     }
 
+    /// What the window holds was not sent until now (it waited for the
+    /// connection): its timers start now.
+    void start(uint64_t now)
+    {
+        for (tx_pkt *p = m_head; p != nullptr; p = p->next) {
+            p->sent_at = now;
+        }
+        if (m_head != nullptr) {
+            m_progress_at = now;
+            m_deadline    = now + m_rto;
+        }
+    }
+
     /// The local port is back after an outage: the peer gets a whole
     /// peer_timeout from now, and the window goes out again at the next
     /// timer check, at the first timeout.

@@ -536,6 +536,49 @@ TEST_P(uct_contract, slow_pending_requests_all_go_out_in_order)
     EXPECT_EQ(0u, s_ep_errors);
 }
 
+/// A new endpoint takes sends at once, before its connection exists, as
+/// UCX's transports do once connected (uct_p2p_am_alignment sends right
+/// after uct_ep_create, and UCP's wireup sends its first message so):
+/// what is sent waits for the connection and arrives in order, a zero-copy
+/// send completes once acknowledged, and a flush covers them.
+TEST_P(uct_contract, a_new_endpoint_takes_sends_at_once_and_delivers_them_once_connected)
+{
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
+    const size_t len = sizeof(uint64_t);
+    region r         = reg(len, UCT_MD_MEM_ACCESS_ALL);
+    uint64_t five    = 5;
+    std::memcpy(r.addr, &five, len);
+    uct_ep_h ep = create_ep(m_a, m_b); // no progress since: not connected
+    ASSERT_NE(nullptr, ep);
+    for (uint64_t v = 0; v < 4; ++v) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, v, nullptr, 0)) << "send " << v;
+    }
+    uint64_t four = 4;
+    ASSERT_EQ(static_cast<ssize_t>(len),
+              uct_ep_am_bcopy(ep, am_id, [](void *dest, void *arg) -> size_t {
+                  std::memcpy(dest, arg, sizeof(uint64_t));
+                  return sizeof(uint64_t);
+              }, &four, 0));
+    counting_comp zcomp, fcomp;
+    uct_iov_t iov = {r.addr, len, r.memh, 0, 1};
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(ep, am_id, nullptr, 0, &iov, 1, 0, &zcomp.super));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &fcomp.super));
+    EXPECT_EQ(0u, sink.got.size());
+    EXPECT_TRUE(run_until({&m_a, &m_b}, [&] {
+        return (sink.got.size() == 6) && (zcomp.done == 1) && (fcomp.done == 1);
+    }, 30)) << sink.got.size() << " of 6 arrived, zero-copy completion " << zcomp.done
+            << ", flush " << fcomp.done;
+    for (uint64_t i = 0; i < sink.got.size(); ++i) {
+        EXPECT_EQ(i, sink.got[i]) << "out of order";
+    }
+    EXPECT_EQ(UCS_OK, zcomp.status);
+    EXPECT_EQ(UCS_OK, fcomp.status);
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+    dereg(r);
+}
+
 /// UCX_ASYNC_MODE=signal: no async side (a signal handler must not poll
 /// the device or allocate), said once per process as a warning naming the
 /// mode; the transport works as before, progressing when the worker does.
