@@ -12,6 +12,10 @@ namespace zv::iface {
 class pending_queue {
 public:
     bool empty() const { return m_head == nullptr; }
+    /// Requests wait that a new send must not overtake (UCT's order: a
+    /// send answers NO_RESOURCE while its endpoint has pending requests).
+    /// Not while one of them runs: its sends are the queue's head's.
+    bool blocks() const { return (m_head != nullptr) && !m_running; }
 
     void push(uct_pending_req_t *req)
     {
@@ -53,7 +57,10 @@ public:
             if (m_head == nullptr) {
                 m_tail = nullptr;
             }
+            const bool running  = m_running;
+            m_running           = true;
             ucs_status_t status = req->func(req);
+            m_running           = running;
             if (status == UCS_OK) {
                 continue;
             }
@@ -82,6 +89,7 @@ private:
 
     uct_pending_req_t *m_head = nullptr;
     uct_pending_req_t *m_tail = nullptr;
+    bool               m_running = false; ///< a request's callback runs
 };
 
 /// UCT's ep_pending_add, the same for every zv endpoint type Ep (it has

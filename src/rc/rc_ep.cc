@@ -235,10 +235,12 @@ void dispatch_pending(rc_iface *iface)
         rc_ep *next         = ep->pending_next;
         ep->on_pending_list = false;
         if (!ep->destroyed && (ep->st == rc_ep::state::connected) &&
-            !ep->pending.dispatch([ep] { return check_tx(ep) == UCS_OK; }) &&
+            !ep->pending.dispatch([ep] {
+                return check_tx(ep, ep->iface->tx_cq_limit) == UCS_OK; // (resources)
+            }) &&
             !ep->destroyed && (ep->st == rc_ep::state::connected)) {
             link_pending_ep(ep);
-            iface->pending_more |= (check_tx(ep) == UCS_OK);
+            iface->pending_more |= (check_tx(ep, iface->tx_cq_limit) == UCS_OK);
         }
         ep = next;
     }

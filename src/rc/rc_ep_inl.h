@@ -47,7 +47,8 @@ inline uint64_t make_wr_id(const rc_ep *ep, uint32_t seq)
 // ---------------------------------------------------------------- resources
 
 /// Can one more WR be posted now, with 'cq_limit' entries of the send CQ
-/// for all? (The caller has nothing to undo.)
+/// for all? Resources only: the pending dispatch and the flush's signaled
+/// WR ask this. (The caller has nothing to undo.)
 inline ucs_status_t check_tx(const rc_ep *ep, unsigned cq_limit)
 {
     if (__builtin_expect(ep->st == rc_ep::state::failed, 0)) {
@@ -64,10 +65,15 @@ inline ucs_status_t check_tx(const rc_ep *ep, unsigned cq_limit)
     return UCS_OK;
 }
 
-/// The same for a send: the CQ's reserve is not for it.
+/// The same for a send: the CQ's reserve is not for it, and it does not
+/// overtake the endpoint's pending requests (UCT's order).
 inline ucs_status_t check_tx(const rc_ep *ep)
 {
-    return check_tx(ep, ep->iface->tx_cq_limit);
+    ucs_status_t status = check_tx(ep, ep->iface->tx_cq_limit);
+    if (__builtin_expect((status == UCS_OK) && ep->pending.blocks(), 0)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return status;
 }
 
 inline void ops_push(rc_ep *ep, tx_op *op)

@@ -10,8 +10,10 @@
 
 namespace zv::rd {
 
-/// Room for one more packet. A connecting endpoint has it too: what it
-/// sends waits in its window until the connection exists (send_desc).
+/// Room for one more packet, and no pending request to overtake (the async
+/// side may free the window while the worker computes: the requests go
+/// first). A connecting endpoint has room too: what it sends waits in its
+/// window until the connection exists (send_desc).
 inline ucs_status_t check_tx(rd_ep *ep)
 {
     rd_iface *iface = ep->iface;
@@ -19,7 +21,8 @@ inline ucs_status_t check_tx(rd_ep *ep)
         return ep->error;
     }
     if (__builtin_expect(ep->tx.window_full() || (ep->resend_next != nullptr) ||
-                         (iface->tx_outstanding >= iface->tx_limit), 0)) {
+                         (iface->tx_outstanding >= iface->tx_limit) || ep->pending.blocks(),
+                         0)) {
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;

@@ -536,6 +536,50 @@ TEST_P(uct_contract, slow_pending_requests_all_go_out_in_order)
     EXPECT_EQ(0u, s_ep_errors);
 }
 
+/// A send does not overtake the endpoint's pending requests, even when the
+/// resources came back without the worker (the async side took the peer's
+/// acknowledgements while the application computed): UCX's
+/// test_uct_pending.send_ooo_with_pending, which uc_zv failed.
+TEST_P(uct_contract, a_send_does_not_overtake_a_pending_request)
+{
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
+    uint64_t n    = 0;
+    unsigned left = 0;
+    auto end      = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    ucs_status_t st;
+    while ((st = uct_ep_am_short(ep, am_id, n, nullptr, 0)) == UCS_OK) {
+        ++n;
+        ASSERT_LT(std::chrono::steady_clock::now(), end) << "the resources never ran out";
+    }
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, st);
+    auto *r       = new slow_request{};
+    r->super.func = slow_request::cb;
+    r->ep         = ep;
+    r->value      = n++;
+    r->left       = &left;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep, &r->super, 0));
+    ++left;
+    // Only the receiver progresses for a while: it acknowledges, and this
+    // side's async side may take the acknowledgements.
+    run_until({&m_b}, [] { return false; }, 1.5);
+    // The next message goes after the queued one, whatever the resources.
+    ASSERT_TRUE(wait_for([&] {
+        return (st = uct_ep_am_short(ep, am_id, n, nullptr, 0)) != UCS_ERR_NO_RESOURCE;
+    }));
+    ASSERT_EQ(UCS_OK, st);
+    ++n;
+    EXPECT_TRUE(run_until({&m_a, &m_b}, [&] { return sink.got.size() == n; }, 30))
+            << sink.got.size() << " of " << n << " arrived";
+    for (uint64_t i = 0; i < sink.got.size(); ++i) {
+        ASSERT_EQ(i, sink.got[i]) << "out of order";
+    }
+    EXPECT_EQ(0u, left);
+    EXPECT_EQ(0u, s_ep_errors);
+}
+
 /// A new endpoint takes sends at once, before its connection exists, as
 /// UCX's transports do once connected (uct_p2p_am_alignment sends right
 /// after uct_ep_create, and UCP's wireup sends its first message so):
