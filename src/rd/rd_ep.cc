@@ -291,7 +291,7 @@ static unsigned post_from_cursor(rd_ep *ep, bool first)
     rd_iface *iface = ep->iface;
     unsigned n      = 0;
     while ((ep->resend_next != nullptr) &&
-           (iface->tx_outstanding < iface->tx_limit)) {
+           (iface->tx_outstanding < iface->tx_limit) && ep->tx.in_cwnd(&ep->resend_next->pkt)) {
         tx_desc *d      = ep->resend_next;
         ep->resend_next = reinterpret_cast<tx_desc *>(d->pkt.next);
         if (post_desc(iface, ep, d, first) != UCS_OK) {
@@ -301,7 +301,9 @@ static unsigned post_from_cursor(rd_ep *ep, bool first)
         ++n;
     }
     if (ep->resend_next != nullptr) {
-        busy_link(ep); // the timer walk continues it when slots free up
+        // The timer walk continues it when slots free up; the acks of what
+        // went, when the congestion window is what stopped it (ep_packet).
+        busy_link(ep);
     }
     return n;
 }
@@ -424,7 +426,10 @@ void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body)
     case rd_hdr::data:
     case rd_hdr::ack:
         ep->tx.heard(now);
-        ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
+        if ((ep->tx.ack(hdr.ack_psn, now, on_acked{ep}) > 0) &&
+            __builtin_expect(ep->resend_next != nullptr, 0)) {
+            resend_continue(ep); // the congestion window grew
+        }
         break;
     case rd_hdr::nak:
         ep->tx.heard(now);
@@ -441,7 +446,8 @@ void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body)
             ucs_debug("%s: endpoint %p connected to qp 0x%x conn 0x%x", iface->tl->name,
                       ep, ep->peer_qpn, b.conn_id);
             ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
-            post_held(ep); // what was sent while it connected
+            ep->tx.open_cwnd(); // (a CREQ resent is no congestion)
+            post_held(ep);      // what was sent while it connected
             break;
         }
         if (ep->peer_conn != b.conn_id) {

@@ -31,6 +31,15 @@ namespace zv::rel {
  *   to rto_max. When nothing has come from the peer for 'peer_timeout' (no
  *   ack, not even one that acknowledges nothing new: heard()), the peer is
  *   declared dead.
+ * - Of the window, the sender keeps at most 'cwnd' packets in flight (a
+ *   congestion window): a loss (a timeout or a NAK) halves it, down to
+ *   min_cwnd, and every ack that releases packets grows it by one, up to
+ *   the window (additive increase, multiplicative decrease, as UCX's ud). A go-back resends only what fits in it; the acks of the resent
+ *   packets let the rest go. Without it, many connections into one
+ *   receiver that lost a packet each resent whole windows at once, lost
+ *   more, and starved each other's resends past the peer timeout (UCX's
+ *   test_uct_pending.pending_fairness: 128 endpoints, 636,328 packets
+ *   resent of 868,819 posted).
  * - The timeout follows the measured round trip (RFC 6298: srtt + 4 rttvar,
  *   at least rto_init, at most rto_max), so a slow path (an emulated or
  *   loaded host) does not resend a whole window that is merely late. A
@@ -56,6 +65,8 @@ constexpr bool psn_before(psn_t a, psn_t b)
 }
 
 constexpr unsigned max_window = 16384;
+/// The congestion window's floor (UCX's ud: 2).
+constexpr unsigned min_cwnd = 2;
 
 /// Deliveries before a stand-alone ack is due, for a window: a quarter of
 /// it, so the sender never stalls on a full window for want of an ack.
@@ -89,10 +100,20 @@ public:
         m_next     = first_psn;
         m_rto      = s->rto_init;
         m_rto_base = s->rto_init;
+        m_cwnd     = s->window;
     }
 
     bool idle() const { return m_head == nullptr; }
-    bool window_full() const { return m_count >= m_s->window; }
+    /// The whole window again: what was lost so far says nothing of the
+    /// path (a connection request resent while the peer was not there).
+    void open_cwnd() { m_cwnd = m_s->window; }
+    bool window_full() const { return m_count >= m_cwnd; }
+    unsigned cwnd() const { return m_cwnd; }
+    /// 'p' (in the window) is within the congestion window: it may go out.
+    bool in_cwnd(const tx_pkt *p) const
+    {
+        return static_cast<psn_t>(p->psn - m_head->psn) < m_cwnd;
+    }
     unsigned outstanding() const { return m_count; }
     psn_t next_psn() const { return m_next; }
     tx_pkt *head() const { return m_head; }
@@ -153,6 +174,7 @@ public:
             sample(now - sent_at);
             m_rto = m_rto_base;
         }
+        m_cwnd += (m_cwnd < m_s->window) ? 1 : 0;
         m_progress_at = now;
         m_deadline    = now + m_rto;
         return n;
@@ -171,6 +193,7 @@ public:
         m_nak_valid = true;
         m_nak_head  = m_head->psn;
         m_deadline  = now + m_rto;
+        lost();
         // The receiver lacks the head: what goes out now is what it will
         // acknowledge, so the resend time is the one to measure from.
         for (tx_pkt *p = m_head; p != nullptr; p = p->next) {
@@ -235,6 +258,7 @@ public:
         m_deadline  = now + m_rto;
         m_nak_valid = false;
         resent();
+        lost();
         return timer_result::resend;
     }
 
@@ -252,6 +276,13 @@ public:
     }
 
 private:
+    /// A packet was lost: fewer in flight.
+    void lost()
+    {
+        const unsigned floor = (m_s->window < min_cwnd) ? m_s->window : min_cwnd;
+        m_cwnd               = (m_cwnd / 2 > floor) ? m_cwnd / 2 : floor;
+    }
+
     /// Everything outstanding goes out again: no round-trip sample from it.
     void resent()
     {
@@ -279,6 +310,7 @@ private:
     tx_pkt         *m_head        = nullptr;
     tx_pkt         *m_tail        = nullptr;
     unsigned        m_count       = 0;
+    unsigned        m_cwnd        = 0;
     psn_t           m_next        = 0;
     psn_t           m_nak_head    = 0;
     bool            m_nak_valid   = false;

@@ -759,5 +759,56 @@ TEST(rel_receiver, an_ack_request_makes_the_ack_due_at_once)
     EXPECT_TRUE(rx.ack_due(103));
 }
 
+
+// The congestion window: a timeout or a NAK halves it (down to min_cwnd,
+// or the window if that is smaller), a go-back sends only what fits in it,
+// and every ack that releases packets grows it by one, up to the window.
+TEST(rel_sender, a_loss_halves_the_congestion_window_and_acks_grow_it_back)
+{
+    rel::settings     s = realistic(64, 16);
+    std::vector<desc> descs(64);
+    rel::sender       tx;
+    tx.init(&s);
+    uint64_t now = 1 * k_ms;
+    for (auto &d : descs) {
+        tx.push(&d, now);
+    }
+    EXPECT_EQ(64u, tx.cwnd());
+    EXPECT_TRUE(tx.window_full());
+    now += s.rto_init;
+    ASSERT_EQ(rel::sender::timer_result::resend, tx.on_timer(now));
+    EXPECT_EQ(32u, tx.cwnd());
+    EXPECT_TRUE(tx.in_cwnd(&descs[31]));
+    EXPECT_FALSE(tx.in_cwnd(&descs[32])) << "a go-back resends only what fits";
+    EXPECT_TRUE(tx.window_full()) << "no new packet while 64 are out and 32 may be";
+    EXPECT_EQ(16u, tx.ack(15, now, release_none));
+    EXPECT_EQ(33u, tx.cwnd());
+    EXPECT_TRUE(tx.in_cwnd(&descs[48]));
+    EXPECT_FALSE(tx.in_cwnd(&descs[49]));
+    EXPECT_TRUE(tx.window_full()) << "48 are out, 33 may be";
+    EXPECT_EQ(0u, tx.ack(15, now, release_none));
+    EXPECT_EQ(33u, tx.cwnd()) << "an ack that releases nothing";
+    EXPECT_TRUE(tx.nak(15, now, release_none)) << "the peer lacks psn 16: go back";
+    EXPECT_EQ(16u, tx.cwnd());
+    for (int i = 0; i < 8; ++i) {
+        now += 64 * k_ms;
+        ASSERT_EQ(rel::sender::timer_result::resend, tx.on_timer(now));
+        tx.heard(now);
+    }
+    EXPECT_EQ(rel::min_cwnd, tx.cwnd());
+    EXPECT_EQ(48u, tx.ack(63, now, release_none));
+    EXPECT_EQ(rel::min_cwnd + 1, tx.cwnd());
+    EXPECT_TRUE(tx.idle());
+
+    rel::settings one = realistic(1, 1);
+    rel::sender   t1;
+    t1.init(&one);
+    desc d{};
+    t1.push(&d, 1 * k_ms);
+    ASSERT_EQ(rel::sender::timer_result::resend, t1.on_timer(1 * k_ms + one.rto_init));
+    EXPECT_EQ(1u, t1.cwnd()) << "never above the window";
+    t1.purge(release_none);
+}
+
 } // namespace
 } // namespace zv::test
