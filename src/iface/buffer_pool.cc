@@ -33,7 +33,8 @@ buffer_pool::~buffer_pool()
 
 ucs_status_t buffer_pool::init(const verbs::device *dev, const char *name,
                                size_t payload, size_t headroom, unsigned per_slab,
-                               unsigned max_buffers, int access, int numa_node)
+                               unsigned max_buffers, int access, int numa_node,
+                               alignment al)
 {
     m_dev      = dev;
     m_name     = name;
@@ -43,9 +44,13 @@ ucs_status_t buffer_pool::init(const verbs::device *dev, const char *name,
     m_max      = max_buffers;
     m_access   = access;
     m_numa_node = numa_node;
-    // [buffer][pad][recv_desc ptr][headroom][payload], payload 8-aligned.
-    m_data_offset = align_up(sizeof(buffer) + sizeof(uct_recv_desc_t *) + headroom, 8);
-    m_stride      = align_up(m_data_offset + payload, cache_line);
+    // [buffer][pad][recv_desc ptr][headroom][payload]: the pad puts
+    // payload + al.offset on an al.align boundary, every buffer starting on
+    // one (the stride and the slab's base are multiples of it).
+    const size_t min_offset = sizeof(buffer) + sizeof(uct_recv_desc_t *) + headroom;
+    m_data_offset = align_up(min_offset + al.offset, al.align) - al.offset;
+    m_stride      = align_up(m_data_offset + payload, std::max(cache_line, al.align));
+    m_base_align  = std::max<size_t>(4096, al.align);
     return UCS_OK;
 }
 
@@ -66,7 +71,10 @@ ucs_status_t buffer_pool::grow()
         return UCS_ERR_NO_RESOURCE;
     }
 
-    size_t size = align_up(count * m_stride, 4096);
+    // (mmap gives pages; a larger alignment takes one more of it, and the
+    // buffers start at its first boundary.)
+    const size_t extra = (m_base_align > 4096) ? m_base_align : 0;
+    size_t size = align_up(count * m_stride, 4096) + extra;
     void *mem   = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
@@ -97,8 +105,10 @@ ucs_status_t buffer_pool::grow()
     }
     m_slabs.push_back({mem, size, mr});
 
+    char *base = reinterpret_cast<char *>(align_up(reinterpret_cast<uintptr_t>(mem),
+                                                   m_base_align));
     for (unsigned i = 0; i < count; ++i) {
-        auto *b = reinterpret_cast<buffer *>(static_cast<char *>(mem) + i * m_stride);
+        auto *b = reinterpret_cast<buffer *>(base + i * m_stride);
         b->pool = this;
         b->lkey = mr->lkey;
         b->next = m_free;

@@ -35,6 +35,29 @@ struct buffer {
     char *data() const;
 };
 
+/// Where a pool's payloads are aligned: (data() + offset) % align == 0 for
+/// every buffer. For receive buffers, UCT's am_alignment: 'offset' counts
+/// what precedes the active message's data in the buffer (a transport's
+/// headers), and the interface's am_align_offset.
+struct alignment {
+    size_t align  = 8;
+    size_t offset = 0;
+};
+
+/// The alignment UCT asks for the data of received active messages, which
+/// start 'prefix' bytes into a receive buffer's payload (params checked by
+/// check_iface_params()).
+inline alignment rx_alignment(const uct_iface_params_t *params, size_t prefix)
+{
+    alignment a;
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) {
+        a.align  = params->am_alignment;
+        a.offset = prefix + ((params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET) ?
+                             params->am_align_offset : 0);
+    }
+    return a;
+}
+
 /// Grows by registered slabs; get()/put() are a free-list pop/push: no
 /// syscall, no lock (an interface is used by one thread at a time, as UCT
 /// requires). Not thread safe.
@@ -49,11 +72,12 @@ public:
     /// the payload (receive buffers); per_slab: buffers per registration;
     /// max_buffers: limit of the pool (0: unlimited). access: MR access.
     /// numa_node: the device's NUMA node, where the slabs are allocated
-    /// (-1: wherever the kernel puts them).
+    /// (-1: wherever the kernel puts them). al: where payloads are aligned
+    /// (default: 8 bytes).
     [[nodiscard]] ucs_status_t init(const verbs::device *dev, const char *name,
                                     size_t payload, size_t headroom,
                                     unsigned per_slab, unsigned max_buffers,
-                                    int access, int numa_node = -1);
+                                    int access, int numa_node = -1, alignment al = {});
 
     /// A buffer, or nullptr when the pool is exhausted or cannot grow.
     buffer *get()
@@ -144,6 +168,7 @@ private:
     size_t               m_headroom    = 0;
     size_t               m_data_offset = 0; ///< buffer header -> payload
     size_t               m_stride      = 0;
+    size_t               m_base_align  = 4096; ///< of a slab's first buffer
     unsigned             m_per_slab    = 0;
     unsigned             m_max         = 0;
     int                  m_numa_node   = -1;

@@ -508,7 +508,8 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     const int node      = iface->super.md->locality.numa_node;
     ucs_status_t status = iface->rx_pool.init(&dev, "rc_zv receive", s.seg_size,
                                               headroom, 256, 0,
-                                              IBV_ACCESS_LOCAL_WRITE, node);
+                                              IBV_ACCESS_LOCAL_WRITE, node,
+                                              iface::rx_alignment(params, 0));
     if (status == UCS_OK) {
         // (A bounced operation's tx_op in the headroom: bounce_op().)
         status = iface->tx_pool.init(&dev, "rc_zv send", s.seg_size, sizeof(tx_op), 128,

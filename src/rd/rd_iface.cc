@@ -192,7 +192,9 @@ ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
                                                 iface->rx_offset + sizeof(rd_hdr) +
                                                         iface->max_payload,
                                                 iface->rx_headroom, 256, 4 * rx_len,
-                                                IBV_ACCESS_LOCAL_WRITE, node);
+                                                IBV_ACCESS_LOCAL_WRITE, node,
+                                                iface::rx_alignment(params, iface->rx_offset +
+                                                                            sizeof(rd_hdr)));
     if (status == UCS_OK) {
         status = iface->tx_pool.init(&dev, tx_name.c_str(),
                                      sizeof(tx_desc) + sizeof(rd_hdr) + tx_payload, 0, 128,

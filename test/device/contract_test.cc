@@ -371,6 +371,68 @@ TEST_P(uct_contract, an_invalid_am_alignment_is_refused_at_open)
     EXPECT_TRUE(logs.expected().empty()) << "closing the md:" << logs.text();
 }
 
+/// An interface opened with an AM alignment delivers every active message
+/// it receives (short, bcopy, zero-copy; the data in a receive descriptor)
+/// with data + am_align_offset on that boundary, as UCT promises
+/// (uct_p2p_am_alignment.align_*, which every zv transport failed).
+TEST_P(uct_contract, received_active_messages_are_aligned_as_the_interface_asked)
+{
+    struct case_t {
+        size_t align, offset;
+    };
+    region r = reg(64, UCT_MD_MEM_ACCESS_ALL);
+    for (const case_t &c : {case_t{64, 0}, case_t{256, 3}, case_t{4096, 128}, case_t{8192, 8},
+                            case_t{2, 1}}) {
+        SCOPED_TRACE("alignment " + std::to_string(c.align) + " offset " +
+                     std::to_string(c.offset));
+        uct_side s;
+        open_side(s, {}, UCS_ASYNC_MODE_THREAD_SPINLOCK, [&](uct_iface_params_t &p) {
+            p.field_mask |= UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT |
+                            UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+            p.am_alignment    = c.align;
+            p.am_align_offset = c.offset;
+        });
+        struct sink_t {
+            std::vector<uintptr_t> misaligned;
+            unsigned got = 0;
+            size_t align, offset;
+            static ucs_status_t handler(void *arg, void *data, size_t, unsigned flags)
+            {
+                auto *self = static_cast<sink_t *>(arg);
+                ++self->got;
+                const auto p = reinterpret_cast<uintptr_t>(data) + self->offset;
+                if ((flags & UCT_CB_PARAM_FLAG_DESC) && (p % self->align != 0)) {
+                    self->misaligned.push_back(p);
+                }
+                return UCS_OK;
+            }
+        } sink{{}, 0, c.align, c.offset};
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(s.iface, am_id, sink_t::handler, &sink, 0));
+        uct_ep_h ep = create_ep(m_a, s);
+        ASSERT_NE(nullptr, ep);
+        uint64_t v = 7;
+        counting_comp z;
+        uct_iov_t iov = {r.addr, 64, r.memh, 0, 1};
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, 1, &v, sizeof(v)));
+        ASSERT_LE(0, uct_ep_am_bcopy(ep, am_id, [](void *dest, void *) -> size_t {
+            std::memset(dest, 1, 100);
+            return 100;
+        }, nullptr, 0));
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(ep, am_id, &v, sizeof(v), &iov, 1, 0,
+                                                  &z.super));
+        EXPECT_TRUE(run_until({&m_a, &s}, [&] { return (sink.got == 3) && (z.done == 1); }, 30))
+                << sink.got << " of 3 arrived";
+        EXPECT_TRUE(sink.misaligned.empty()) << sink.misaligned.size() << " misaligned, the "
+                                             << "first at " << std::hex
+                                             << (sink.misaligned.empty() ? 0 :
+                                                 sink.misaligned[0]);
+        uct_ep_destroy(ep);
+        close_side(s);
+    }
+    dereg(r);
+    EXPECT_EQ(0u, s_ep_errors);
+}
+
 /// A send with an active message id >= UCT_AM_ID_MAX is refused
 /// (UCS_ERR_INVALID_PARAM, an error log naming the active message id)
 /// before anything is posted, by every AM operation; the connection goes

@@ -103,7 +103,8 @@ void uct_test::TearDown()
 
 void uct_test::open_side(uct_side &side,
                          const std::vector<std::pair<const char *, const char *>> &modify,
-                         ucs_async_mode_t mode)
+                         ucs_async_mode_t mode,
+                         const std::function<void(uct_iface_params_t &)> &more)
 {
     ASSERT_EQ(UCS_OK, ucs_async_context_create(mode, &side.async));
     ASSERT_EQ(UCS_OK, uct_worker_create(side.async, UCS_THREAD_MODE_SINGLE,
@@ -136,6 +137,9 @@ void uct_test::open_side(uct_side &side,
     params.err_handler          = ep_error_handler;
     params.err_handler_arg      = this;
     params.err_handler_flags    = UCT_CB_FLAG_ASYNC;
+    if (more) {
+        more(params);
+    }
     ucs_status_t status = uct_iface_open(m_md, side.worker, &params, cfg, &side.iface);
     uct_config_release(cfg);
     for (const std::string &v : fault_vars) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,9 +47,11 @@ protected:
     /// transport config overrides as name/value pairs (e.g. RX_QUEUE_LEN).
     /// 'mode': of the side's async context (UCS_ASYNC_MODE_POLL: no async
     /// thread, so the side is silent while it does not progress).
+    /// 'more': sets further interface parameters (field_mask and values).
     void open_side(uct_side &side,
                    const std::vector<std::pair<const char *, const char *>> &modify = {},
-                   ucs_async_mode_t mode = UCS_ASYNC_MODE_THREAD_SPINLOCK);
+                   ucs_async_mode_t mode = UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                   const std::function<void(uct_iface_params_t &)> &more = nullptr);
     void close_side(uct_side &side);
     /// Create an endpoint of 'from' to 'to' (connect-to-iface), no waiting.
     uct_ep_h create_ep(uct_side &from, uct_side &to);
