@@ -268,10 +268,13 @@ int hold(rc_ep *ep, const ibv_send_wr *wr)
     return 0;
 }
 
-/// The endpoint connected: its held WRs go to the QP, in the order made.
-static void post_held(rc_ep *ep)
+/// The endpoint's QP is connected: its held WRs go to it, in the order
+/// made. 0, or the error of the first that failed (it and those after it
+/// stay held). Calls nothing of UCP's: the async side may post them.
+static int post_held(rc_ep *ep)
 {
     size_t posted = 0;
+    int ret       = 0;
     for (held_wr &h : ep->held) {
         if (!h.data.empty()) {
             h.sge[0].addr = reinterpret_cast<uintptr_t>(h.data.data());
@@ -279,19 +282,17 @@ static void post_held(rc_ep *ep)
         h.wr.sg_list = h.sge.data();
         h.wr.num_sge = static_cast<int>(h.sge.size());
         ibv_send_wr *bad;
-        int ret = ibv_post_send(ep->qp, &h.wr, &bad);
+        ret = ibv_post_send(ep->qp, &h.wr, &bad);
         if (ret != 0) {
-            ep->held.erase(ep->held.begin(), ep->held.begin() + posted);
-            char why[128];
-            snprintf(why, sizeof(why), "posting what was sent while it connected failed: %s",
-                     strerror(ret));
-            ep_fail(ep, verbs::status_from_errno(ret), why);
-            return;
+            break;
         }
         ++posted;
     }
-    ep->held.clear();
-    ep->held.shrink_to_fit();
+    ep->held.erase(ep->held.begin(), ep->held.begin() + static_cast<ptrdiff_t>(posted));
+    if (ep->held.empty()) {
+        ep->held.shrink_to_fit();
+    }
+    return ret;
 }
 
 void drop_held(rc_ep *ep)
@@ -504,7 +505,14 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
     rc_iface *iface = static_cast<rc_iface *>(arg);
     if (iface->async_active) {
         iface->async_outcomes.push_back({conn_id, peer_qpn, UCS_OK, {}});
-        return; // the endpoint and UCP hear it from the worker (progress_conn)
+        // The endpoint and UCP hear it from the worker (progress_conn); what
+        // the endpoint sent while it connected leaves now, while its worker
+        // computes (a failure is the worker's to report).
+        auto it = iface->connecting.find(conn_id);
+        if ((it != iface->connecting.end()) && !it->second->held.empty()) {
+            (void)post_held(it->second);
+        }
+        return;
     }
     auto it         = iface->connecting.find(conn_id);
     if (it == iface->connecting.end()) {
@@ -514,8 +522,13 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
     iface->connecting.erase(it);
     ep->st = rc_ep::state::connected;
     ucs_debug("rc_zv ep %p: qp 0x%x connected to qp 0x%x", ep, ep->qp->qp_num, peer_qpn);
-    if (!ep->held.empty()) {
-        post_held(ep);
+    const int ret = ep->held.empty() ? 0 : post_held(ep);
+    if (ret != 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "posting what was sent while it connected failed: %s",
+                 strerror(ret));
+        ep_fail(ep, verbs::status_from_errno(ret), why);
+        return;
     }
     if (!ep->pending.empty()) {
         link_pending_ep(ep);

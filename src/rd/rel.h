@@ -148,7 +148,7 @@ public:
     /// sent (a broken or hostile peer), change nothing. Returns the number
     /// of packets released.
     template <class Release>
-    unsigned ack(psn_t ack, uint64_t now, Release &&release)
+    [[gnu::always_inline]] unsigned ack(psn_t ack, uint64_t now, Release &&release)
     {
         if ((m_head == nullptr) || psn_before(ack, m_head->psn) ||
             !psn_before(ack, m_next)) {

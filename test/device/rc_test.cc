@@ -677,7 +677,10 @@ TEST_F(rc_zv, an_idle_interface_sleeps_while_its_worker_computes_and_a_connectin
         }
         return sent == 10;
     }, 5.0);
-    EXPECT_EQ(10u, sent) << "the sender could not connect to its computing peer";
+    EXPECT_EQ(10u, sent);
+    // (The sends wait for the connection; its device acknowledges them.)
+    EXPECT_TRUE(run_until({&c}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 5.0))
+            << "the sender could not connect to its computing peer";
     EXPECT_EQ(0u, s_ep_errors);
     {
         std::lock_guard<std::mutex> guard(dt.lock);
