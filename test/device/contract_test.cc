@@ -685,6 +685,33 @@ TEST_P(uct_contract, a_new_endpoint_takes_sends_at_once_and_delivers_them_once_c
     dereg(r);
 }
 
+/// An endpoint destroyed before its connection existed has completed what
+/// it sent meanwhile (UCS_ERR_CANCELED) when uct_ep_destroy returns, and
+/// none of it reaches the peer afterwards.
+TEST_P(uct_contract, an_endpoint_destroyed_while_it_connects_cancels_what_it_sent)
+{
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
+    region r = reg(64, UCT_MD_MEM_ACCESS_ALL);
+    for (int round = 0; round < 3; ++round) {
+        uct_ep_h ep = create_ep(m_a, m_b);
+        ASSERT_NE(nullptr, ep);
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, 1, nullptr, 0));
+        counting_comp z, f;
+        uct_iov_t iov = {r.addr, 64, r.memh, 0, 1};
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(ep, am_id, nullptr, 0, &iov, 1, 0, &z.super));
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &f.super));
+        uct_ep_destroy(ep);
+        EXPECT_EQ(1, z.done) << "the zero-copy send was not completed";
+        EXPECT_EQ(UCS_ERR_CANCELED, z.status) << ucs_status_string(z.status);
+        EXPECT_EQ(1, f.done) << "the flush was not completed";
+    }
+    run_until({&m_a, &m_b}, [] { return false; }, 1.0);
+    EXPECT_EQ(0u, sink.got.size()) << "a destroyed endpoint's message arrived";
+    EXPECT_EQ(0u, s_ep_errors);
+    dereg(r);
+}
+
 /// What a new endpoint sent before its connection existed leaves when the
 /// connection does, even while its worker computes: the async side
 /// completes the connection and posts it (a rank that sends and then
