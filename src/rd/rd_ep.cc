@@ -257,7 +257,8 @@ void send_desc(rd_ep *ep, tx_desc *d, size_t len)
         h->type |= rd_hdr::flag_ack_req;
     }
     ++ep->unreleased;
-    if (__builtin_expect(ep->st == rd_ep::state::connected, 1)) {
+    if (__builtin_expect(ep->st == rd_ep::state::connected, 1) ||
+        ((h->type & ~rd_hdr::flag_ack_req) == rd_hdr::creq)) {
         (void)post_desc(ep->iface, ep, d, true);
     } // else it waits for the connection (post_held)
 }

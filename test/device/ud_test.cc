@@ -297,6 +297,23 @@ INSTANTIATE_TEST_SUITE_P(loss, ud_zv_faults,
                                                               "0.01,0.01,0.01",
                                                               "0.05,0.05,0.05")));
 
+/// A new endpoint's connection request leaves at once, not at its first
+/// retransmission timeout (RTO 400 ms here: a request that waited for its
+/// timer is counted as resent).
+TEST_P(ud_zv, a_connection_request_leaves_at_once)
+{
+    uct_side c;
+    open_side(c, {{"RTO", "400ms"}});
+    uct_ep_h ep = create_ep(c, m_b);
+    ASSERT_NE(nullptr, ep);
+    EXPECT_TRUE(run_until({&c, &m_b}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; },
+                          30));
+    EXPECT_EQ(0u, rd::to_rd(c.iface)->resent)
+            << "the connection request went only when its timer expired";
+    uct_ep_destroy(ep);
+    close_side(c);
+}
+
 TEST_P(ud_zv, pending_when_the_window_is_full_then_flush)
 {
     uct_side c;
