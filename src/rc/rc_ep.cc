@@ -119,11 +119,11 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         ep->pending.purge(nullptr, nullptr);
     }
-    if (!ep->pending.empty()) {
-        return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
-    }
     if ((ep->st == rc_ep::state::connected) && (ep_outstanding(ep) == 0)) {
         return UCS_OK;
+    }
+    if (!ep->pending.empty()) {
+        return UCS_ERR_NO_RESOURCE; // UCT: retry flush after pending drains
     }
     // A connecting endpoint's flush completes once it connected and what it
     // sent meanwhile completed: a waiter rides on a held signaled WR. (Not
