@@ -206,8 +206,11 @@ void uct_send(uct_party &p, uct_party &q, const char *op, size_t size, unsigned 
             poll([&] { return p.progress(); });
         }
     } else {
+        // (both: a send taken before the connection existed leaves at the
+        // sender's progress, rc_zv's at its worker's)
         while (q.got - before < window) {
             poll([&] { return q.progress(); });
+            poll([&] { return p.progress(); });
         }
     }
 }

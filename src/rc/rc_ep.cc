@@ -270,7 +270,7 @@ int hold(rc_ep *ep, const ibv_send_wr *wr)
 
 /// The endpoint's QP is connected: its held WRs go to it, in the order
 /// made. 0, or the error of the first that failed (it and those after it
-/// stay held). Calls nothing of UCP's: the async side may post them.
+/// stay held).
 static int post_held(rc_ep *ep)
 {
     size_t posted = 0;
@@ -505,13 +505,10 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
     rc_iface *iface = static_cast<rc_iface *>(arg);
     if (iface->async_active) {
         iface->async_outcomes.push_back({conn_id, peer_qpn, UCS_OK, {}});
-        // The endpoint and UCP hear it from the worker (progress_conn); what
-        // the endpoint sent while it connected leaves now, while its worker
-        // computes (a failure is the worker's to report).
-        auto it = iface->connecting.find(conn_id);
-        if ((it != iface->connecting.end()) && !it->second->held.empty()) {
-            (void)post_held(it->second);
-        }
+        // The endpoint and UCP hear it from the worker (progress_conn), and
+        // what the endpoint sent while it connected leaves then: rc_zv's
+        // send path does not take the async gate, so the async side never
+        // touches an endpoint.
         return;
     }
     auto it         = iface->connecting.find(conn_id);

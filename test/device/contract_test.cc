@@ -712,31 +712,6 @@ TEST_P(uct_contract, an_endpoint_destroyed_while_it_connects_cancels_what_it_sen
     dereg(r);
 }
 
-/// What a new endpoint sent before its connection existed leaves when the
-/// connection does, even while its worker computes: the async side
-/// completes the connection and posts it (a rank that sends and then
-/// computes is not the one its peer waits for).
-TEST_P(uct_contract, what_a_new_endpoint_sent_arrives_while_its_worker_computes)
-{
-    am_values sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
-    uct_ep_h ep = create_ep(m_a, m_b);
-    ASSERT_NE(nullptr, ep);
-    for (uint64_t v = 0; v < 4; ++v) {
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, v, nullptr, 0)) << "send " << v;
-    }
-    // m_a's worker computes from here: only m_b progresses.
-    EXPECT_TRUE(run_until({&m_b}, [&] { return sink.got.size() == 4; }, 20))
-            << sink.got.size() << " of 4 arrived while the sender computed";
-    for (uint64_t i = 0; i < sink.got.size(); ++i) {
-        EXPECT_EQ(i, sink.got[i]) << "out of order";
-    }
-    EXPECT_TRUE(run_until({&m_a, &m_b}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; },
-                          20));
-    EXPECT_EQ(0u, s_ep_errors);
-    uct_ep_destroy(ep);
-}
-
 /// UCX_ASYNC_MODE=signal: no async side (a signal handler must not poll
 /// the device or allocate), said once per process as a warning naming the
 /// mode; the transport works as before, progressing when the worker does.

@@ -297,6 +297,32 @@ INSTANTIATE_TEST_SUITE_P(loss, ud_zv_faults,
                                                               "0.01,0.01,0.01",
                                                               "0.05,0.05,0.05")));
 
+/// What a new endpoint sent before its connection existed leaves when the
+/// connection does, even while its worker computes: the async side
+/// completes the connection and posts it (a rank that sends and then
+/// computes is not the one its peer waits for). (rc_zv's go at its
+/// worker's next progress: its send path does not take the async gate.)
+TEST_P(ud_zv, what_a_new_endpoint_sent_arrives_while_its_worker_computes)
+{
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
+    uct_ep_h ep = create_ep(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    for (uint64_t v = 0; v < 4; ++v) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, v, nullptr, 0)) << "send " << v;
+    }
+    // m_a's worker computes from here: only m_b progresses.
+    EXPECT_TRUE(run_until({&m_b}, [&] { return sink.got.size() == 4; }, 20))
+            << sink.got.size() << " of 4 arrived while the sender computed";
+    for (uint64_t i = 0; i < sink.got.size(); ++i) {
+        EXPECT_EQ(i, sink.got[i]) << "out of order";
+    }
+    EXPECT_TRUE(run_until({&m_a, &m_b}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; },
+                          20));
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+}
+
 /// A new endpoint's connection request leaves at once, not at its first
 /// retransmission timeout (RTO 400 ms here: a request that waited for its
 /// timer is counted as resent).
