@@ -26,6 +26,13 @@ constexpr size_t am_zcopy_max_hdr = 64;
 constexpr double destroy_wait_sec = 1.0;
 
 /// Release callback of the sender: the packet was acknowledged.
+/// ud_zv's connection request: the one packet a connecting endpoint posts
+/// (what follows it waits for the connection).
+bool is_creq(tx_desc *d)
+{
+    return (d->hdr()->type & ~rd_hdr::flag_ack_req) == rd_hdr::creq;
+}
+
 struct on_acked {
     rd_ep *ep;
     void operator()(rel::tx_pkt *p) const
@@ -260,8 +267,7 @@ void send_desc(rd_ep *ep, tx_desc *d, size_t len)
         h->type |= rd_hdr::flag_ack_req;
     }
     ++ep->unreleased;
-    if (__builtin_expect(ep->st == rd_ep::state::connected, 1) ||
-        ((h->type & ~rd_hdr::flag_ack_req) == rd_hdr::creq)) {
+    if (__builtin_expect(ep->st == rd_ep::state::connected, 1) || is_creq(d)) {
         (void)post_desc(ep->iface, ep, d, true);
     } // else it waits for the connection (post_held)
 }
@@ -320,8 +326,7 @@ unsigned resend_continue(rd_ep *ep)
         // waits for the connection (post_held).
         tx_desc *d      = ep->resend_next;
         ep->resend_next = nullptr;
-        if ((d == nullptr) || (&d->pkt != ep->tx.head()) ||
-            ((d->hdr()->type & ~rd_hdr::flag_ack_req) != rd_hdr::creq) ||
+        if ((d == nullptr) || (&d->pkt != ep->tx.head()) || !is_creq(d) ||
             (post_desc(iface, ep, d, false) != UCS_OK)) {
             return 0;
         }
@@ -338,7 +343,7 @@ void post_held(rd_ep *ep)
     tx_desc *first = nullptr;
     for (rel::tx_pkt *p = ep->tx.head(); p != nullptr; p = p->next) {
         auto *d = reinterpret_cast<tx_desc *>(p);
-        if ((d->hdr()->type & ~rd_hdr::flag_ack_req) != rd_hdr::creq) {
+        if (!is_creq(d)) {
             first          = (first == nullptr) ? d : first;
             d->hdr()->dest = ep->peer_conn; // (0 until now)
         } // (ud_zv's CREQ, sent and acknowledged by the CREP)

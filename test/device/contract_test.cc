@@ -535,6 +535,17 @@ struct slow_request {
     int               countdown = 5;
     unsigned         *left;
 
+    /// A request to send 'value' on 'ep'; 'left' counts those not yet sent.
+    static slow_request *make(uct_ep_h ep, uint64_t value, unsigned *left)
+    {
+        auto *r       = new slow_request{};
+        r->super.func = cb;
+        r->ep         = ep;
+        r->value      = value;
+        r->left       = left;
+        return r;
+    }
+
     static ucs_status_t cb(uct_pending_req_t *self)
     {
         auto *r = reinterpret_cast<slow_request *>(self);
@@ -570,11 +581,7 @@ TEST_P(uct_contract, slow_pending_requests_all_go_out_in_order)
     while ((n < 10000) && (std::chrono::steady_clock::now() < end)) {
         ucs_status_t st = uct_ep_am_short(ep, am_id, n, nullptr, 0);
         if (st == UCS_ERR_NO_RESOURCE) {
-            auto *r  = new slow_request{};
-            r->super.func = slow_request::cb;
-            r->ep    = ep;
-            r->value = n;
-            r->left  = &pending;
+            auto *r = slow_request::make(ep, n, &pending);
             st = uct_ep_pending_add(ep, &r->super, 0);
             if (st == UCS_ERR_BUSY) {
                 delete r;
@@ -617,11 +624,7 @@ TEST_P(uct_contract, a_send_does_not_overtake_a_pending_request)
         ASSERT_LT(std::chrono::steady_clock::now(), end) << "the resources never ran out";
     }
     ASSERT_EQ(UCS_ERR_NO_RESOURCE, st);
-    auto *r       = new slow_request{};
-    r->super.func = slow_request::cb;
-    r->ep         = ep;
-    r->value      = n++;
-    r->left       = &left;
+    auto *r = slow_request::make(ep, n++, &left);
     ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep, &r->super, 0));
     ++left;
     // Only the receiver progresses for a while: it acknowledges, and this
