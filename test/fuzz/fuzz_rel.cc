@@ -75,6 +75,12 @@ void hostile_sender(input &in, const settings &s, pkt_store &store)
     uint64_t now         = 0;
     uint64_t progress_at = 0;
     unsigned serial      = 0;
+    // The congestion window: the whole window at first, halved by a loss
+    // (down to min_cwnd), one more per ack that releases packets.
+    const unsigned floor = (s.window < min_cwnd) ? s.window : min_cwnd;
+    unsigned       cwnd  = s.window;
+    auto lost = [&]() { cwnd = (cwnd / 2 > floor) ? cwnd / 2 : floor; };
+    auto grow = [&]() { cwnd += (cwnd < s.window) ? 1 : 0; };
 
     auto release = [&](tx_pkt *t) {
         pkt *p = static_cast<pkt *>(t);
@@ -110,7 +116,7 @@ void hostile_sender(input &in, const settings &s, pkt_store &store)
         case 0:
         case 1: { // push
             if (tx.window_full()) {
-                ZV_FUZZ_CHECK(model.size() >= s.window);
+                ZV_FUZZ_CHECK(model.size() >= cwnd);
                 break;
             }
             pkt *p = store.make(serial++);
@@ -129,6 +135,7 @@ void hostile_sender(input &in, const settings &s, pkt_store &store)
             ZV_FUZZ_CHECK(tx.ack(a, now, release) == want);
             if (want > 0) {
                 progress_at = now;
+                grow();
             }
             break;
         }
@@ -140,6 +147,7 @@ void hostile_sender(input &in, const settings &s, pkt_store &store)
             ZV_FUZZ_CHECK(before - model.size() == want);
             if (want > 0) {
                 progress_at = now;
+                grow();
             }
             const bool want_go_back =
                     !model.empty() && !(nak_valid && (nak_head == model.front()->psn));
@@ -147,6 +155,7 @@ void hostile_sender(input &in, const settings &s, pkt_store &store)
             if (go_back) {
                 nak_valid = true;
                 nak_head  = model.front()->psn;
+                lost();
             }
             break;
         }
@@ -165,6 +174,7 @@ void hostile_sender(input &in, const settings &s, pkt_store &store)
                 ZV_FUZZ_CHECK(r == sender::timer_result::resend);
                 ZV_FUZZ_CHECK(tx.deadline() > now);
                 nak_valid = false;
+                lost();
             }
             break;
         }
@@ -175,7 +185,9 @@ void hostile_sender(input &in, const settings &s, pkt_store &store)
         }
         ZV_FUZZ_CHECK(tx.outstanding() == model.size());
         ZV_FUZZ_CHECK(tx.outstanding() <= s.window);
-        ZV_FUZZ_CHECK(tx.window_full() == (model.size() >= s.window));
+        ZV_FUZZ_CHECK(tx.cwnd() == cwnd);
+        ZV_FUZZ_CHECK(tx.window_full() == (model.size() >= cwnd));
+        ZV_FUZZ_CHECK(model.empty() || (tx.in_cwnd(model.back()) == (model.size() <= cwnd)));
         ZV_FUZZ_CHECK(tx.idle() == model.empty());
         ZV_FUZZ_CHECK(tx.head() == (model.empty() ? nullptr : model.front()));
         ZV_FUZZ_CHECK(tx.next_psn() == next);
