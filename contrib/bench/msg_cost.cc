@@ -4,14 +4,14 @@
 // emulator's speed and the host's load cannot move, and on a real HCA,
 // where the wire is fast, the part of the latency that is software.
 //
-// Usage:
-//   zv_msg_cost uct TRANSPORT DEVICE OP SIZE ROUNDS [WINDOW]
+// Usage: zv_msg_cost SPEC [-- SPEC]...   (one after the other, in order)
+//   SPEC: uct TRANSPORT DEVICE OP SIZE ROUNDS [WINDOW]
 //       OP: am_short (SIZE includes its 8-byte header), am_bcopy, put_zcopy
 //       (SIZE bytes moved by puts of at most the transport's max_zcopy each:
 //       one for rc, one per MTU for uc_zv)
-//   zv_msg_cost ucp SIZE ROUNDS [WINDOW]
-//       UCP tag messages; the transports are UCX_TLS's, the device
-//       UCX_NET_DEVICES's.
+//   SPEC: ucp[:TLS] SIZE ROUNDS [WINDOW]
+//       UCP tag messages; the transports are TLS's (UCX_TLS's form, e.g.
+//       ucp:rc_verbs,ud_verbs), else UCX_TLS's; the device UCX_NET_DEVICES's.
 //
 // Two interfaces (UCT) or two workers (UCP) of this process, on one
 // device, ping-pong ROUNDS times: A sends to B, B to A. With a WINDOW
@@ -28,9 +28,14 @@
 // IDLE progress calls with nothing to do are collected apart, so that the
 // script can take the empty ones out at the idle cost. Dumps: "messages"
 // (the rounds, then a drain until nothing is left: late acks and send
-// completions belong to the messages), then "idle".
+// completions belong to the messages), then "idle". The program also
+// turns callgrind's instrumentation on around each measurement (warm-up,
+// rounds, drain, idle) and off after it: under `--instr-atstart=no` the
+// setup (UCX's initialisation, opening interfaces) then runs several times
+// faster and the counts are the same.
 //
-// Prints: "messages M empty E idle K". Natively (no valgrind) the client
+// Prints: "messages M empty E idle K", a line per SPEC (its dumps are the
+// 2n-1th and 2nth). Natively (no valgrind) the client
 // requests do nothing and the program only checks that the ping-pong runs.
 #include "ucp_context.h"
 #include "uct_side.h"
@@ -42,6 +47,8 @@
 #else
 #define CALLGRIND_TOGGLE_COLLECT
 #define CALLGRIND_DUMP_STATS_AT(s) ((void)(s))
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
 #endif
 
 #include <algorithm>
@@ -58,7 +65,7 @@ namespace {
 
 constexpr unsigned idle_polls  = 2000;
 constexpr unsigned sleep_us    = 100; ///< before each progress call
-constexpr unsigned warmup      = 10;  ///< rounds not counted (connection, caches)
+constexpr unsigned warmup      = 10;  ///< rounds not counted (connection, caches), at most ROUNDS
 constexpr unsigned drain_empty = 20;  ///< empty polls in a row that end the drain
 
 bool     g_counting = false;
@@ -285,12 +292,15 @@ int run_uct(const char *tl, const char *dev, const char *op, size_t size, unsign
         connect_p2p(b.ep, a.s, a.ep);
     }
     g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    for (unsigned i = 0; i < warmup + rounds; ++i) {
-        g_counting = (i >= warmup);
+    const unsigned warm = std::min(warmup, rounds);
+    CALLGRIND_START_INSTRUMENTATION;
+    for (unsigned i = 0; i < warm + rounds; ++i) {
+        g_counting = (i >= warm);
         uct_send(a, b, op, size, window);
         uct_send(b, a, op, size, window);
     }
     drain_and_idle([&] { return a.progress(); }, [&] { return b.progress(); });
+    CALLGRIND_STOP_INSTRUMENTATION;
     g_counting = false;
     std::printf("messages %u empty %u idle %u\n", 2 * rounds * window, g_empty, idle_polls);
     for (uct_party *p : {&a, &b}) {
@@ -360,9 +370,9 @@ void ucp_messages(ucp_party &p, ucp_party &q, size_t size, unsigned window)
     }
 }
 
-int run_ucp(size_t size, unsigned rounds, unsigned window)
+int run_ucp(const char *tls, size_t size, unsigned rounds, unsigned window)
 {
-    ucp_context_h ctx = tag_context();
+    ucp_context_h ctx = tag_context(tls);
     ucp_party a, b;
     std::vector<ucp_address_t *> addrs(2);
     std::vector<size_t> lens(2);
@@ -386,8 +396,10 @@ int run_ucp(size_t size, unsigned rounds, unsigned window)
         must(ucp_ep_create(p->worker, &ep, &p->ep), "ucp_ep_create");
     }
     g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    for (unsigned r = 0; r < warmup + rounds; ++r) {
-        g_counting = (r >= warmup);
+    const unsigned warm = std::min(warmup, rounds);
+    CALLGRIND_START_INSTRUMENTATION;
+    for (unsigned r = 0; r < warm + rounds; ++r) {
+        g_counting = (r >= warm);
         ucp_messages(a, b, size, window);
         ucp_messages(b, a, size, window);
     }
@@ -396,6 +408,7 @@ int run_ucp(size_t size, unsigned rounds, unsigned window)
         return 1;
     }
     drain_and_idle([&] { return a.progress(); }, [&] { return b.progress(); });
+    CALLGRIND_STOP_INSTRUMENTATION;
     g_counting = false;
     std::printf("messages %u empty %u idle %u\n", 2 * rounds * window, g_empty, idle_polls);
     ucp_request_param_t prm = {};
@@ -428,26 +441,54 @@ unsigned count_arg(const char *arg)
     return ((*end == '\0') && (v > 0) && (v <= (1L << 30))) ? static_cast<unsigned>(v) : 0;
 }
 
+/// One measurement, argv[0..argc): "uct TL DEV OP SIZE ROUNDS [WINDOW]" or
+/// "ucp[:TLS] SIZE ROUNDS [WINDOW]"; -1 when the words are not one.
+int run_spec(int argc, char **argv)
+{
+    g_empty = 0;
+    if (((argc == 6) || (argc == 7)) && (std::strcmp(argv[0], "uct") == 0)) {
+        unsigned size = count_arg(argv[4]), rounds = count_arg(argv[5]);
+        unsigned window = (argc == 7) ? count_arg(argv[6]) : 1;
+        if ((size > 0) && (rounds > 0) && (window > 0)) {
+            return run_uct(argv[1], argv[2], argv[3], size, rounds, window);
+        }
+    } else if (((argc == 3) || (argc == 4)) &&
+               ((std::strcmp(argv[0], "ucp") == 0) || (std::strncmp(argv[0], "ucp:", 4) == 0))) {
+        unsigned size = count_arg(argv[1]), rounds = count_arg(argv[2]);
+        unsigned window = (argc == 4) ? count_arg(argv[3]) : 1;
+        const char *tls = (argv[0][3] == ':') ? argv[0] + 4 : nullptr;
+        if ((size > 0) && (rounds > 0) && (window > 0)) {
+            return run_ucp(tls, size, rounds, window);
+        }
+    }
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     prog = "zv_msg_cost";
-    if (((argc == 7) || (argc == 8)) && (std::strcmp(argv[1], "uct") == 0)) {
-        unsigned size = count_arg(argv[5]), rounds = count_arg(argv[6]);
-        unsigned window = (argc == 8) ? count_arg(argv[7]) : 1;
-        if ((size > 0) && (rounds > 0) && (window > 0)) {
-            return run_uct(argv[2], argv[3], argv[4], size, rounds, window);
+    // Measurements separated by "--" run one after the other in this
+    // process (one valgrind start for all of them), each with its two dumps.
+    int status = -1;
+    for (int first = 1, i = 1; i <= argc; ++i) {
+        if ((i < argc) && (std::strcmp(argv[i], "--") != 0)) {
+            continue;
         }
-    } else if (((argc == 4) || (argc == 5)) && (std::strcmp(argv[1], "ucp") == 0)) {
-        unsigned size = count_arg(argv[2]), rounds = count_arg(argv[3]);
-        unsigned window = (argc == 5) ? count_arg(argv[4]) : 1;
-        if ((size > 0) && (rounds > 0) && (window > 0)) {
-            return run_ucp(size, rounds, window);
+        status = run_spec(i - first, argv + first);
+        if (status != 0) {
+            break;
         }
+        first = i + 1;
+    }
+    if (status >= 0) {
+        return status;
     }
     std::fprintf(stderr,
-                 "usage: %s uct TRANSPORT DEVICE am_short|am_bcopy|put_zcopy SIZE ROUNDS [WINDOW]\n"
-                 "       %s ucp SIZE ROUNDS [WINDOW]   (UCX_TLS, UCX_NET_DEVICES choose the lanes)\n"
-                 "       (SIZE, ROUNDS, WINDOW: 1..2^30)\n",
-                 argv[0], argv[0]);
+                 "usage: %s SPEC [-- SPEC]...   (one line of figures and two callgrind dumps each)\n"
+                 "  SPEC: uct TRANSPORT DEVICE am_short|am_bcopy|put_zcopy SIZE ROUNDS [WINDOW]\n"
+                 "        ucp[:TLS] SIZE ROUNDS [WINDOW]   (TLS, or else UCX_TLS, and UCX_NET_DEVICES\n"
+                 "                                         choose the lanes)\n"
+                 "  (SIZE, ROUNDS, WINDOW: 1..2^30)\n",
+                 argv[0]);
     return 1;
 }

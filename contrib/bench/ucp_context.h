@@ -9,11 +9,15 @@
 
 namespace zv::bench {
 
-/// A UCP context for tag messages; exits with the reason if there is none.
-inline ucp_context_h tag_context()
+/// A UCP context for tag messages, over the transports 'tls' names (UCX_TLS's
+/// form) or, without, UCX_TLS's; exits with the reason if there is none.
+inline ucp_context_h tag_context(const char *tls = nullptr)
 {
     ucp_config_t *cfg;
     must(ucp_config_read(nullptr, nullptr, &cfg), "ucp_config_read");
+    if (tls != nullptr) {
+        must(ucp_config_modify(cfg, "TLS", tls), "ucp_config_modify(TLS)");
+    }
     ucp_params_t params = {};
     params.field_mask   = UCP_PARAM_FIELD_FEATURES;
     params.features     = UCP_FEATURE_TAG;
