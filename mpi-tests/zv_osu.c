@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* OSU-style point-to-point benchmark with data validated on every receive.
  *
- * usage: zv_osu [-t TEST[=SIZES]]... [-s MIN] [-S MAX] [-i ITERS] [-w WINDOW]
- *               [-F] [-q]
+ * usage: zv_osu [-t TEST[=SIZES]]... [-s MIN] [-S MAX] [-i ITERS] [-b BYTES]
+ *               [-w WINDOW] [-F] [-q]
  *   -t  test: lat (ping-pong latency), bw (bandwidth, a window of sends),
  *       bibw (bi-directional bandwidth), or one of them with "-fresh"
  *       (lat-fresh, bw-fresh, bibw-fresh: as -F for that test alone);
@@ -12,7 +12,9 @@
  *       without, the powers of 2 from MIN to MAX. Repeat -t for several
  *       tests in one job, run in the order given.
  *   -s/-S  smallest and largest message size (bytes, powers of 2 between)
- *   -i  iterations at small sizes (fewer above 8 KiB, at least 5)
+ *   -i  iterations at sizes up to 8 KiB
+ *   -b  above 8 KiB, as many iterations as move BYTES (at least 5; default
+ *       ITERS x 8 KiB)
  *   -w  messages in flight per window (bw, bibw)
  *   -F  send from a freshly allocated buffer every iteration (malloc/free
  *       between sends, to exercise the registration cache)
@@ -69,15 +71,16 @@ static void put_buf(unsigned char *b, int fresh)
 
 /* One size of one test: the figure (usec or MB/s) in *value; returns the
  * data errors seen (bw, bibw: summed on rank 0). */
-static unsigned long measure(const char *test, size_t size, int fresh, int iters, int window,
-                             int rank, int nranks, int peer, int sender, unsigned char *sbuf,
-                             unsigned char *rbuf, unsigned *seed, double *value)
+static unsigned long measure(const char *test, size_t size, int fresh, int iters, size_t bytes,
+                             int window, int rank, int nranks, int peer, int sender,
+                             unsigned char *sbuf, unsigned char *rbuf, unsigned *seed,
+                             double *value)
 {
     int n = iters, warm, i, w;
     double t0 = 0, t1;
     unsigned long errors = 0;
     if (size > 8192) {
-        n = (int)((size_t)iters * 8192 / size);
+        n = (int)(bytes / size);
     }
     if (n < 5) n = 5;
     warm = n / 10 + 1;
@@ -223,7 +226,7 @@ int main(int argc, char **argv)
     char *tests[max_jobs];
     struct job jobs[max_jobs];
     int ntests = 0, njobs, jn, k;
-    size_t min = 1, max = 4u << 20, size, bufsize = 0;
+    size_t min = 1, max = 4u << 20, size, bufsize = 0, bytes = 0;
     int iters = 1000, window = 16, fresh = 0, quiet = 0, opt, bad = 0;
     int rank, nranks, peer, sender;
     unsigned long errors = 0, total_errors = 0;
@@ -233,7 +236,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    while ((opt = getopt(argc, argv, "t:s:S:i:w:Fq")) != -1) {
+    while ((opt = getopt(argc, argv, "t:s:S:i:b:w:Fq")) != -1) {
         switch (opt) {
         case 't':
             if (ntests == max_jobs) bad = 1;
@@ -242,6 +245,7 @@ int main(int argc, char **argv)
         case 's': min = strtoul(optarg, NULL, 0); break;
         case 'S': max = strtoul(optarg, NULL, 0); break;
         case 'i': iters = atoi(optarg); break;
+        case 'b': bytes = strtoul(optarg, NULL, 0); bad |= bytes == 0; break;
         case 'w': window = atoi(optarg); break;
         case 'F': fresh = 1; break;
         case 'q': quiet = 1; break;
@@ -249,6 +253,9 @@ int main(int argc, char **argv)
             if (rank == 0) fprintf(stderr, "bad option\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
+    }
+    if ((bytes == 0) && (iters > 0)) {
+        bytes = (size_t)iters * 8192;
     }
     if (ntests == 0) {
         tests[ntests++] = "lat";
@@ -284,8 +291,8 @@ int main(int argc, char **argv)
             unsigned long e_all = 0;
             double value;
             size = jobs[jn].sizes[k];
-            errors = measure(jobs[jn].test, size, jobs[jn].fresh, iters, window, rank, nranks,
-                             peer, sender, sbuf, rbuf, &seed, &value);
+            errors = measure(jobs[jn].test, size, jobs[jn].fresh, iters, bytes, window, rank,
+                             nranks, peer, sender, sbuf, rbuf, &seed, &value);
             if (rank == 0) {
                 if (njobs > 1) {
                     printf("%s ", jobs[jn].name);
