@@ -1,29 +1,101 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Main-job body (after the build): the MPI benchmark driver with a short
-# sweep, 1 B..1 MiB, one round, peers interleaved, data validated on every
-# receive; tables of figures and ratios on stdout, data and PNG plots in
-# $ZV_BUILDDIR/mpi-bench; then the rendezvous patterns beside rc_verbs and
-# the raw floor (contrib/bench/rndv-bench.sh). Each goes into the Soft-RoCE VM by itself
-# when this host has no active RDMA port.
+# Main-job body (after the build), on this host's RDMA device or, without
+# one, in the Soft-RoCE VM (one boot for all of it):
+#   1. the headline, noise-free: instructions per message of each zv
+#      transport beside the UCX transport it stands beside, split by object
+#      (contrib/bench/msg-cost.sh --short);
+#   2. MPI latency and bandwidth over every peer that can run here, 5
+#      rounds, peers interleaved, every byte checked; medians with their
+#      min-max spread, a ratio called only beyond the spread
+#      (contrib/bench/mpi-bench.sh: 8 B, 4 KiB, 64 KiB, 1 MiB and each side
+#      of the rendezvous switch in the VM; on a real device every power of
+#      2 from 1 B to 4 MiB);
+#   3. the verdict in words; data, tables and PNG plots in
+#      $ZV_BUILDDIR/mpi-bench.
+# It prints an estimate when it starts and its progress as it goes.
 # usage: ZV_BUILDDIR=B contrib/main-job.sh
-# Environment: ZV_MAIN_FULL=1 (1 B..4 MiB, 3 rounds, medians), ZV_MAIN_MAX,
-# ZV_MAIN_ITERS (largest size, iterations), ZV_MAIN_TIMEOUT (VM, seconds).
+# Environment: ZV_MAIN_FULL=1 (the full sweep in the VM too; 0: the short
+# one on a real device), ZV_MAIN_ROUNDS (default 5), ZV_MAIN_TIMEOUT (VM,
+# seconds, default 3000), ZV_BENCH_OUT (default $ZV_BUILDDIR/mpi-bench).
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 b=${ZV_BUILDDIR:?}
-args=()
-[ "${ZV_MAIN_FULL:-0}" != 1 ] || args+=(--full)
-[ -z "${ZV_MAIN_MAX:-}" ] || export ZV_BENCH_MAX=$ZV_MAIN_MAX
-[ -z "${ZV_MAIN_ITERS:-}" ] || export ZV_BENCH_ITERS=$ZV_MAIN_ITERS
-export ZV_BENCH_TIMEOUT=${ZV_MAIN_TIMEOUT:-3000}
-status=0
-"$repo/contrib/bench/mpi-bench.sh" "${args[@]}" "$b" || status=$?
+b=$(cd "$b" && pwd)
 out=${ZV_BENCH_OUT:-$b/mpi-bench}
-# rendezvous beside rc_verbs in four patterns, quiet and busy (its VM, or
-# this host's device); figures only, it has no pass/fail
+rounds=${ZV_MAIN_ROUNDS:-5}
+export ZV_MAIN_T0=${ZV_MAIN_T0:-$(date +%s)}
+clock() { local s=$(( $(date +%s) - ZV_MAIN_T0 )); printf '%d:%02d' $((s / 60)) $((s % 60)); }
+
+if [ "${1:-}" = --on-device ]; then
+    # ---- on the device (this host's, or inside the VM)
+    echo "[$(clock)] instructions per message: 5 transports, 4 measures each, under callgrind" >&2
+    ZV_BENCH_OUT=$out "$repo/contrib/bench/msg-cost.sh" --short "$b" ||
+        echo "main job: the instruction counts failed (status $?)"
+    echo "[$(clock)] instructions done" >&2
+    ZV_BENCH_ON_DEVICE=1 ZV_BENCH_OUT=$out ZV_BENCH_ROUNDS=$rounds "$repo/contrib/bench/mpi-bench.sh" "$b"
+    exit
+fi
+
+mkdir -p "$out"; out=$(cd "$out" && pwd)
+rm -rf "$out"/raw "$out"/*.dat "$out"/*.png "$out"/*.txt
+if ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
+    where=device full=${ZV_MAIN_FULL:-1}
+    dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
+    # a real device: seconds, not minutes, per MPI run
+    est_cost=120 est_run=4 est_boot=0
+else
+    where=vm full=${ZV_MAIN_FULL:-0}
+    dev="the Soft-RoCE VM (rxe0)"
+    # measured on this 2-core host, quiet: boot and thresholds ~30 s, the
+    # instruction counts ~3 min, an MPI run ~12 s, a perftest pair ~1.5 s
+    est_cost=180 est_run=12 est_boot=30
+fi
+if [ "$full" = 1 ]; then nsizes=23; else nsizes=4; fi
+runs=6   # rc_zv (+ its cache-off run), rc_verbs, ud_zv, ud_verbs, uc_zv
+[ -z "${OSU_DIR:-}" ] && ! command -v osu_latency > /dev/null || runs=16   # + osu_latency, osu_bw each
+est=$(( est_boot + est_cost + rounds * (runs * est_run * (full ? 3 : 1) + 2 * nsizes * 2) + 15 ))
+read -r l1 l5 _ < /proc/loadavg
+cpus=$(nproc)
+# Other work on the host: its runnable tasks share the CPUs with the job's
+# (the VM's two), so it takes about (load + cpus) / cpus times as long.
+slow=$(awk -v l="$l1" -v c="$cpus" -v e="$est" 'BEGIN { if (l >= 0.5) printf "%d", (e * (l + c) / c + 59) / 60 }')
+echo "main job: on $dev, $([ "$full" = 1 ] && echo "the full sweep (1 B..4 MiB)" || echo "the short sweep (8 B, 4 KiB, 64 KiB, 1 MiB and the rendezvous switch)"), $rounds rounds."
+more=; [ -z "$slow" ] || more="; with the load here now ($l1 over a minute), more like $slow min"
+echo "main job: expect about $(( (est + 59) / 60 )) min on a quiet $cpus-core host$more."
+echo "main job: first the instruction counts (the headline), then the MPI rounds, then tables, plots and the verdict."
+{ echo "load_start $l1 $l5"; echo "cpus $cpus"; } > "$out/host.txt"
+
+# the OSU micro-benchmarks (OSU_DIR, or osu_latency on PATH), if any
+if [ -z "${OSU_DIR:-}" ] && command -v osu_latency > /dev/null; then
+    OSU_DIR=$(dirname "$(readlink -f "$(command -v osu_latency)")")
+fi
+status=0
+vars=(ZV_MAIN_T0="$ZV_MAIN_T0" ZV_BENCH_FULL="$full" ZV_BENCH_OUT="$out" ZV_MAIN_ROUNDS="$rounds"
+      ${OSU_DIR:+OSU_DIR="$OSU_DIR"})
+if [ $where = device ]; then
+    env "${vars[@]}" "$0" --on-device || status=$?
+else
+    args=(--timeout "${ZV_MAIN_TIMEOUT:-3000}" --cpus 2 --mem 4G --share "$repo" --share "$b")
+    case $out/ in "$b"/*|"$repo"/*) ;; *) args+=(--share "$out") ;; esac
+    for v in "${vars[@]}"; do args+=(-e "$v"); done
+    "$repo/contrib/vm/run.sh" "${args[@]}" -- "$0" --on-device || status=$?
+fi
+echo "[$(clock)] measured; tables and plots" >&2
+if [ -s "$out/meta.txt" ]; then
+    ZV_BENCH_TABLES=1 ZV_BENCH_OUT=$out "$repo/contrib/bench/mpi-bench.sh" "$b" || status=1
+    "$repo/contrib/bench/mpi-plot.sh" "$out" > /dev/null || echo "main job: plotting failed" >&2
+else
+    echo "main job: no MPI figures (status $status)"
+    status=1
+fi
+[ ! -s "$out/cost.dat" ] || {
+    # table.txt: the headline first, as the screen showed it
+    "$repo/contrib/bench/cost-report.sh" "$out/cost.dat" "$(awk '$1 == "device" {print $2}' "$out/meta.txt" 2>/dev/null)" |
+        cat - "$out/table.txt" > "$out/table.tmp" && mv "$out/table.tmp" "$out/table.txt"; }
 echo
-"$repo/contrib/bench/rndv-bench.sh" "$b" 2>/dev/null || echo "main job: rndv-bench failed (status $?)"
-echo
-echo "main job: tables in $out/table.txt, plots: $(cd "$out" && ls *.png 2>/dev/null | tr '\n' ' ')(in $out)"
+took="main job: done in $(clock)"
+[ -z "${ZV_MAIN_BUILD_SECONDS:-}" ] ||
+    took="$took, after $((ZV_MAIN_BUILD_SECONDS / 60)) min $((ZV_MAIN_BUILD_SECONDS % 60)) s of setup and build"
+echo "$took; tables in $out/table.txt, plots $(cd "$out" && ls *.png 2>/dev/null | tr '\n' ' ')in $out"
 exit $status
