@@ -52,9 +52,13 @@ else
     est_cost=180 est_run=12 est_boot=30
 fi
 if [ "$full" = 1 ]; then nsizes=23; else nsizes=4; fi
+# the OSU micro-benchmarks (OSU_DIR, or osu_latency on PATH), if any
+if [ -z "${OSU_DIR:-}" ] && command -v osu_latency > /dev/null; then
+    OSU_DIR=$(dirname "$(readlink -f "$(command -v osu_latency)")")
+fi
 runs=6   # rc_zv (+ its cache-off run), rc_verbs, ud_zv, ud_verbs, uc_zv
-[ -z "${OSU_DIR:-}" ] && ! command -v osu_latency > /dev/null || runs=16   # + osu_latency, osu_bw each
-est=$(( est_boot + est_cost + rounds * (runs * est_run * (full ? 3 : 1) + 2 * nsizes * 2) + 15 ))
+[ -z "${OSU_DIR:-}" ] || runs=16   # + osu_latency, osu_bw each
+est=$(( est_boot + est_cost + rounds * (runs * est_run * (full ? 3 : 1) + 2 * (full ? 2 * nsizes : 2)) + 15 ))
 read -r l1 l5 _ < /proc/loadavg
 cpus=$(nproc)
 # Other work on the host: its runnable tasks share the CPUs with the job's
@@ -66,10 +70,6 @@ echo "main job: expect about $(( (est + 59) / 60 )) min on a quiet $cpus-core ho
 echo "main job: first the instruction counts (the headline), then the MPI rounds, then tables, plots and the verdict."
 { echo "load_start $l1 $l5"; echo "cpus $cpus"; } > "$out/host.txt"
 
-# the OSU micro-benchmarks (OSU_DIR, or osu_latency on PATH), if any
-if [ -z "${OSU_DIR:-}" ] && command -v osu_latency > /dev/null; then
-    OSU_DIR=$(dirname "$(readlink -f "$(command -v osu_latency)")")
-fi
 status=0
 vars=(ZV_MAIN_T0="$ZV_MAIN_T0" ZV_BENCH_FULL="$full" ZV_BENCH_OUT="$out" ZV_MAIN_ROUNDS="$rounds"
       ${OSU_DIR:+OSU_DIR="$OSU_DIR"})
@@ -78,6 +78,7 @@ if [ $where = device ]; then
 else
     args=(--timeout "${ZV_MAIN_TIMEOUT:-3000}" --cpus 2 --mem 4G --share "$repo" --share "$b")
     case $out/ in "$b"/*|"$repo"/*) ;; *) args+=(--share "$out") ;; esac
+    [ -z "${OSU_DIR:-}" ] || args+=(--share "$OSU_DIR")
     for v in "${vars[@]}"; do args+=(-e "$v"); done
     "$repo/contrib/vm/run.sh" "${args[@]}" -- "$0" --on-device || status=$?
 fi
@@ -97,5 +98,5 @@ echo
 took="main job: done in $(clock)"
 [ -z "${ZV_MAIN_BUILD_SECONDS:-}" ] ||
     took="$took, after $((ZV_MAIN_BUILD_SECONDS / 60)) min $((ZV_MAIN_BUILD_SECONDS % 60)) s of setup and build"
-echo "$took; tables in $out/table.txt, plots $(cd "$out" && ls *.png 2>/dev/null | tr '\n' ' ')in $out"
+echo "$took; tables in $out/table.txt, plots $(find "$out" -maxdepth 1 -name '*.png' -printf '%f\n' | sort | tr '\n' ' ')in $out"
 exit $status

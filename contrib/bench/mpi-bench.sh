@@ -8,7 +8,8 @@
 #   - UCX's rc_verbs (+ud_verbs for wireup) and ud_verbs, pml ucx, stock:
 #     zv not loaded;
 #   - raw verbs on the same device, perftest ib_send_lat / ib_write_bw (the
-#     floor; its bandwidth converted from MiB/s to MB/s);
+#     floor; its bandwidth converted from MiB/s to MB/s; in the short sweep
+#     only the smallest size's latency and the largest size's bandwidth);
 #   - Open MPI's openib BTL (pml ob1) where it can run: its Open MPI has it
 #     and the device's link layer is InfiniBand (Debian's build connects
 #     only through udcm, which needs one). Elsewhere it is named once, with
@@ -85,6 +86,8 @@ if [ -z "${ZV_BENCH_ON_DEVICE:-}${ZV_BENCH_TABLES:-}" ]; then
     else
         shares=(--share "$src" --share "$b")
         case $out/ in "$b"/*|"$src"/*) ;; *) shares+=(--share "$out") ;; esac
+        # (the VM has a /tmp of its own: OSU's directory is shared as it is)
+        [ -z "${OSU_DIR:-}" ] || shares+=(--share "$OSU_DIR")
         for v in "${vars[@]}"; do shares+=(-e "$v"); done
         "$src/contrib/vm/run.sh" --timeout "${ZV_BENCH_TIMEOUT:-3000}" --cpus 2 "${shares[@]}" \
             -- "$0" "$b" || st=$?
@@ -265,7 +268,11 @@ run_peer() {
         : > "$f"
         for t in lat bw; do
             tool=ib_send_lat; [ $t = lat ] || tool=ib_write_bw
-            for s in $sizes; do
+            # the short sweep: the floor where it is most telling, the
+            # smallest size's latency and the largest size's bandwidth
+            local at=$sizes
+            [ "$full" = 1 ] || at=$(echo $sizes | tr ' ' '\n' | sort -n | if [ $t = lat ]; then head -1; else tail -1; fi)
+            for s in $at; do
                 v=$(perftest $tool "$s")
                 [ -n "$v" ] && { echo "$t $s $v 0" >> "$f"; continue; }
                 [ -s "$f" ] || { na[$p]="$tool did not run: $(grep -m1 -iE 'error|fail|unable|couldn' "$tmp/pt.cli" "$tmp/pt.srv" | cut -c1-70)"; return 0; }
@@ -320,7 +327,7 @@ echo "[$(clock)] MPI on $dev ($link): ${order[*]}; $rounds rounds, peers interle
 if [ -n "$osu_lat" ]; then
     echo "[$(clock)] and the OSU micro-benchmarks of $(dirname "$osu_lat"): osu_latency, osu_bw${osu_c:+ -c} in each pml ucx peer's turn" >&2
 else
-    echo "[$(clock)] (no OSU micro-benchmarks: OSU_DIR unset and no osu_latency on PATH)" >&2
+    echo "[$(clock)] (no OSU micro-benchmarks: ${OSU_DIR:+none in $OSU_DIR}${OSU_DIR:-OSU_DIR unset and no osu_latency on PATH})" >&2
 fi
 start=$(date +%s)
 for ((r = 1; r <= rounds; ++r)); do

@@ -53,6 +53,7 @@ function pair_table(t, a, b, higher,    i, s, c, line) {
     for (i = 1; i <= nsize; ++i) {
         s = size[i]
         if (!has(t, a, s) && !has(t, b, s)) continue
+        if (b == "perftest" && !has(t, b, s)) continue   # the floor: where it was measured
         c = call(t, a, b, s, higher)
         if (verdict_word != "") tally[t, a, b, verdict_word] = tally[t, a, b, verdict_word] " " hsize(s) (verdict_word == "same" ? "" : " (" sprintf("%.2f", med[t, a, s] / med[t, b, s]) ")")
         printf "%-9s %-24s %-24s %s\n", hsize(s), cell(t, a, s), cell(t, b, s), c
@@ -216,7 +217,7 @@ BEGIN {
         print "  and the kernel do the work a NIC does, the emulated CPUs run 10-25x slower than the host and"
         print "  share it with whatever else runs there, so only ratios measured side by side mean anything, and"
         print "  a spread is the host'"'"'s noise. Nor loss (contrib/bench/wire-bench.sh), nor scale"
-        print "  (contrib/bench/ep-cost.sh). The instruction counts above are what carries over."
+        print "  (contrib/bench/ep-cost.sh)." (nm ? " The instruction counts above are what carries over." : "")
     } else {
         printf "- Measured on %s, a real RDMA device: the %s sweep (%d sizes), %s, the same medians and spreads.\n", dev, meta["sweep"], nsize, plural(rounds, "round")
     }
