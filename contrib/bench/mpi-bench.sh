@@ -185,6 +185,7 @@ mpi() {
     local p=$1 f=$2; shift 2
     local margs=()
     while [ "$1" != -- ]; do margs+=("$1"); shift; done; shift
+    # shellcheck disable=SC2054  # commas separate BTL names
     case $p in
     openib) margs+=(--mca pml ob1 --mca btl openib,self --mca btl_openib_allow_ib 1
                     --mca btl_openib_if_include "$dev") ;;
@@ -220,7 +221,7 @@ fi
 # sweep, as "osu-lat SIZE VALUE ERRORS" lines (errors: 1 for a "Fail")
 osu() {
     local p=$1 f=$2 lo hi t st=0
-    lo=$(echo $sizes | tr ' ' '\n' | sort -n | head -1); hi=$(echo $sizes | tr ' ' '\n' | sort -n | tail -1)
+    lo=$(tr ' ' '\n' <<< "$sizes" | sort -n | head -1); hi=$(tr ' ' '\n' <<< "$sizes" | sort -n | tail -1)
     : > "$f"
     for t in lat bw; do
         local prog=$osu_lat args=(-i 20 -x 2)
@@ -237,18 +238,18 @@ osu() {
 # perftest TOOL SIZE: one server/client pair; prints the client's figure
 # (ib_send_lat: t_avg usec; ib_write_bw: BW average converted to MB/s)
 perftest() {
-    local tool=$1 size=$2 n port try spid w
-    n=$iters; [ "$size" -le 8192 ] || n=$(( bytes / size )); [ $n -ge 10 ] || n=10
-    for try in 1 2; do
+    local tool=$1 size=$2 n port spid w
+    n=$iters; [ "$size" -le 8192 ] || n=$(( bytes / size )); [ "$n" -ge 10 ] || n=10
+    for _ in 1 2; do
         port=$((20000 + RANDOM % 20000))
-        timeout 120 $tool -d "$dev" -x "$gid" -s "$size" -n "$n" -p $port > "$tmp/pt.srv" 2>&1 &
+        timeout 120 "$tool" -d "$dev" -x "$gid" -s "$size" -n "$n" -p $port > "$tmp/pt.srv" 2>&1 &
         spid=$!
         # the server listens once it has opened the device: waited for
         for ((w = 0; w < 50; ++w)); do
             ss -ltn 2>/dev/null | grep -q ":$port " && break
             sleep 0.1
         done
-        timeout 120 $tool -d "$dev" -x "$gid" -s "$size" -n "$n" -p $port 127.0.0.1 \
+        timeout 120 "$tool" -d "$dev" -x "$gid" -s "$size" -n "$n" -p $port 127.0.0.1 \
             > "$tmp/pt.cli" 2>&1 && { wait $spid || true; break; }
         kill $spid 2> /dev/null || true; wait $spid 2> /dev/null || true
     done
@@ -271,7 +272,7 @@ run_peer() {
             # the short sweep: the floor where it is most telling, the
             # smallest size's latency and the largest size's bandwidth
             local at=$sizes
-            [ "$full" = 1 ] || at=$(echo $sizes | tr ' ' '\n' | sort -n | if [ $t = lat ]; then head -1; else tail -1; fi)
+            [ "$full" = 1 ] || at=$(tr ' ' '\n' <<< "$sizes" | sort -n | if [ $t = lat ]; then head -1; else tail -1; fi)
             for s in $at; do
                 v=$(perftest $tool "$s")
                 [ -n "$v" ] && { echo "$t $s $v 0" >> "$f"; continue; }
@@ -323,7 +324,7 @@ for p in $peers; do
 done
 n=${#order[@]}
 echo "[$(clock)] MPI on $dev ($link): ${order[*]}; $rounds rounds, peers interleaved;" \
-     "sizes $(echo $sizes | tr ' ' ,) and each side of every rendezvous switch" >&2
+     "sizes $(tr ' ' , <<< "$sizes") and each side of every rendezvous switch" >&2
 if [ -n "$osu_lat" ]; then
     echo "[$(clock)] and the OSU micro-benchmarks of $(dirname "$osu_lat"): osu_latency, osu_bw${osu_c:+ -c} in each pml ucx peer's turn" >&2
 else
@@ -334,7 +335,7 @@ for ((r = 1; r <= rounds; ++r)); do
     rs=$(date +%s)
     for ((i = 0; i < n; ++i)); do
         p=${order[$(( (i + r - 1) % n ))]}
-        [ -z "${na[$p]:-}" ] && [ -z "${gone[$p]:-}" ] || continue
+        if [ -n "${na[$p]:-}" ] || [ -n "${gone[$p]:-}" ]; then continue; fi
         echo "[$(clock)] round $r/$rounds: $p" >&2
         run_peer "$p" "$r"
     done

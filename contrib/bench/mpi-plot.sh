@@ -21,6 +21,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 where=$(awk '$1 == "where" {print $2}' "$out/meta.txt" 2>/dev/null || true)
 rounds=$(awk '$1 == "rounds" {print $2}' "$out/meta.txt" 2>/dev/null || true)
 dev=$(awk '$1 == "device" {print $2}' "$out/meta.txt" 2>/dev/null || true)
+window=$(awk '$1 == "window" {print $2}' "$out/meta.txt" 2>/dev/null || true)
 note="median of ${rounds:-?} rounds, bars: min-max; $dev"
 [ "$where" != vm ] || note="$note, Soft-RoCE VM: compare peers, not absolute figures"
 
@@ -59,7 +60,10 @@ set output "$png"
 set title "$title\n($note)"
 set xlabel "message size (bytes)"
 set ylabel "$ylabel"
-set logscale xy 2
+set logscale x 2
+set logscale y 10
+set format y "%g"
+set offsets graph 0.03, graph 0.03, 0, 0
 set xtics ("1 B" 1, "4 B" 4, "16 B" 16, "64 B" 64, "256 B" 256, "1 KiB" 1024, "4 KiB" 4096, "16 KiB" 16384, \
            "64 KiB" 65536, "256 KiB" 262144, "1 MiB" 1048576, "4 MiB" 4194304)
 set grid
@@ -72,7 +76,7 @@ EOF
 }
 if [ -s "$out/stats.dat" ]; then
     draw lat "$out/latency.png" "MPI latency (zv_osu ping-pong, half round trip; lower is better)" "latency, usec"
-    draw bw "$out/bandwidth.png" "MPI bandwidth (zv_osu, windows of 16 MPI_Isend; higher is better)" "bandwidth, MB/s"
+    draw bw "$out/bandwidth.png" "MPI bandwidth (zv_osu, windows of ${window:-?} MPI_Isend; higher is better)" "bandwidth, MB/s"
     # the cache: bars with min-max at each size above rc_zv's switch
     awk '$2 == "rc_zv" && ($1 == "bw-fresh" || $1 == "bw-off") {print $3}' "$out/stats.dat" | sort -n -u > "$tmp/cs"
     if [ -s "$tmp/cs" ]; then
@@ -137,7 +141,7 @@ plot \"$f\" using 2:xtic(1) title \"own code (libuct_zv / libuct_ib)\" lc rgb \"
     done
     if [ -n "$panels" ]; then
         gnuplot <<EOF
-set terminal $(echo "$term" | sed 's/size [0-9]*,[0-9]*/size 1800,560/')
+set terminal ${term/size 1100,680/size 1800,560}
 set output "$out/instructions.png"
 set multiplot layout 1,$((i + 1)) title "Instructions per message (callgrind, $dev): exact counts, neither the emulator's speed nor the host's load moves them"
 set style data histograms

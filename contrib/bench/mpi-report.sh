@@ -27,25 +27,26 @@ function cell(t, p, s) {
     if (!has(t, p, s)) return "-"
     return fv(med[t, p, s]) " [" fv(lo[t, p, s]) "-" fv(hi[t, p, s]) "]"
 }
-# call T A B S HIGHER_BETTER: the comparison of A with B, in words; sets
-# verdict_word to ahead, behind, same or "" (not measured)
-function call(t, a, b, s, higher,    r, ahead) {
+# call TA A TB B S HIGHER_BETTER UP DOWN: figure TA of A against TB of B at
+# size S, in words (UP or DOWN when A is ahead or behind beyond the spread);
+# sets verdict_word to ahead, behind, same or "" (not called)
+function call(ta, a, tb, b, s, higher, up, down,    r, ahead) {
     verdict_word = ""
-    if (!has(t, a, s) || !has(t, b, s) || med[t, b, s] <= 0 || lo[t, b, s] <= 0 || hi[t, b, s] <= 0) return "-"
-    r = med[t, a, s] / med[t, b, s]
-    if (cnt[t, a, s] < 3 || cnt[t, b, s] < 3)
+    if (!has(ta, a, s) || !has(tb, b, s) || med[tb, b, s] <= 0 || lo[tb, b, s] <= 0 || hi[tb, b, s] <= 0) return "-"
+    r = med[ta, a, s] / med[tb, b, s]
+    if (cnt[ta, a, s] < 3 || cnt[tb, b, s] < 3)
         return sprintf("%.2f, not called: under 3 rounds", r)
     if (b == "perftest")   # the floor: how far above it, never "ahead"
         return sprintf("%.2f x the floor (%.2f-%.2f)", higher ? 1 / r : r,
-                       higher ? lo[t, b, s] / hi[t, a, s] : lo[t, a, s] / hi[t, b, s],
-                       higher ? hi[t, b, s] / lo[t, a, s] : hi[t, a, s] / lo[t, b, s])
-    if (!(hi[t, a, s] < lo[t, b, s] || hi[t, b, s] < lo[t, a, s])) {
+                       higher ? lo[tb, b, s] / hi[ta, a, s] : lo[ta, a, s] / hi[tb, b, s],
+                       higher ? hi[tb, b, s] / lo[ta, a, s] : hi[ta, a, s] / lo[tb, b, s])
+    if (!(hi[ta, a, s] < lo[tb, b, s] || hi[tb, b, s] < lo[ta, a, s])) {
         verdict_word = "same"
-        return sprintf("same within noise (%.2f-%.2f)", lo[t, a, s] / hi[t, b, s], hi[t, a, s] / lo[t, b, s])
+        return sprintf("same within noise (%.2f-%.2f)", lo[ta, a, s] / hi[tb, b, s], hi[ta, a, s] / lo[tb, b, s])
     }
     ahead = higher ? r > 1 : r < 1
     verdict_word = ahead ? "ahead" : "behind"
-    return sprintf("%.2f, %s %s", r, a, verdict_word)
+    return sprintf("%.2f, %s", r, ahead ? up : down)
 }
 function pair_table(t, a, b, higher,    i, s, c, line) {
     if (!((t, a) in meas) || !((t, b) in meas)) return
@@ -54,7 +55,7 @@ function pair_table(t, a, b, higher,    i, s, c, line) {
         s = size[i]
         if (!has(t, a, s) && !has(t, b, s)) continue
         if (b == "perftest" && !has(t, b, s)) continue   # the floor: where it was measured
-        c = call(t, a, b, s, higher)
+        c = call(t, a, t, b, s, higher, a " ahead", a " behind")
         if (verdict_word != "") tally[t, a, b, verdict_word] = tally[t, a, b, verdict_word] " " hsize(s) (verdict_word == "same" ? "" : " (" sprintf("%.2f", med[t, a, s] / med[t, b, s]) ")")
         printf "%-9s %-24s %-24s %s\n", hsize(s), cell(t, a, s), cell(t, b, s), c
     }
@@ -137,8 +138,8 @@ BEGIN {
         printf "%-9s %-22s %-22s %-22s %-30s %s\n", "size", "reuse", "fresh", "off", "reuse vs off", "reuse vs fresh"
         for (i = 1; i <= ncs; ++i) {
             s = csz[i]
-            c1 = call_as("bw", "rc_zv", "bw-off", "rc_zv", s); w1 = verdict_word
-            c2 = call_as("bw", "rc_zv", "bw-fresh", "rc_zv", s)
+            c1 = call("bw", "rc_zv", "bw-off", "rc_zv", s, 1, "reuse faster", "reuse slower"); w1 = verdict_word
+            c2 = call("bw", "rc_zv", "bw-fresh", "rc_zv", s, 1, "reuse faster", "reuse slower")
             if (w1 != "") cache_word[s] = w1
             printf "%-9s %-22s %-22s %-22s %-30s %s\n", hsize(s), cell("bw", "rc_zv", s), cell("bw-fresh", "rc_zv", s), cell("bw-off", "rc_zv", s), c1, c2
         }
@@ -225,20 +226,6 @@ BEGIN {
         printf "- Before the job started, the host'"'"'s load average was %s on %s CPUs%s\n", host["load_start"], host["cpus"],
                (host["load_start"] + 0 >= 0.5) ? ": other work shared them, which widens the spreads and leaves fewer ratios called." : " (quiet)."
     exit
-}
-# call_as TA A TB B S: the bandwidth TA of A (reused buffers) against TB of B, as call() does
-function call_as(ta, a, tb, b, s,    r) {
-    verdict_word = ""
-    if (!((ta, a, s) in med) || !((tb, b, s) in med) || med[tb, b, s] <= 0 || lo[tb, b, s] <= 0) return "-"
-    r = med[ta, a, s] / med[tb, b, s]
-    if (cnt[ta, a, s] < 3 || cnt[tb, b, s] < 3)
-        return sprintf("%.2f, not called: under 3 rounds", r)
-    if (!(hi[ta, a, s] < lo[tb, b, s] || hi[tb, b, s] < lo[ta, a, s])) {
-        verdict_word = "same"
-        return sprintf("same within noise (%.2f-%.2f)", lo[ta, a, s] / hi[tb, b, s], hi[ta, a, s] / lo[tb, b, s])
-    }
-    verdict_word = r > 1 ? "ahead" : "behind"
-    return sprintf("%.2f, %s", r, r > 1 ? "reuse faster" : "reuse slower")
 }
 function plural(n, w) { return n " " w (n == 1 ? "" : "s") }
 function mname(m) {
