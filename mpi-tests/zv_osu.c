@@ -2,7 +2,7 @@
 /* OSU-style point-to-point benchmark with data validated on every receive.
  *
  * usage: zv_osu [-t TEST[=SIZES]]... [-s MIN] [-S MAX] [-i ITERS] [-b BYTES]
- *               [-w WINDOW] [-F] [-q]
+ *               [-T SECONDS] [-w WINDOW] [-F] [-q]
  *   -t  test: lat (ping-pong latency), bw (bandwidth, a window of sends),
  *       bibw (bi-directional bandwidth), or one of them with "-fresh"
  *       (lat-fresh, bw-fresh, bibw-fresh: as -F for that test alone);
@@ -15,6 +15,9 @@
  *   -i  iterations at sizes up to 8 KiB
  *   -b  above 8 KiB, as many iterations as move BYTES (at least 5; default
  *       ITERS x 8 KiB)
+ *   -T  at most about SECONDS per size: the warm-up (then at most 10 ping-
+ *       pongs) times a step and the count is cut to what fits, never below
+ *       5 ping-pongs or 1 window (default: no limit)
  *   -w  messages in flight per window (bw, bibw)
  *   -F  send from a freshly allocated buffer every iteration (malloc/free
  *       between sends, to exercise the registration cache)
@@ -69,47 +72,108 @@ static void put_buf(unsigned char *b, int fresh)
     }
 }
 
+/* What every size of the job shares: the counts from the command line, the
+ * ranks and the buffers. */
+struct run {
+    int            iters;   /* -i */
+    size_t         bytes;   /* -b */
+    int            window;  /* -w */
+    double         budget;  /* -T, seconds; 0: none */
+    int            rank, nranks, peer, sender;
+    unsigned char *sbuf, *rbuf;
+    unsigned       seed;
+};
+
+/* One ping-pong of SIZE bytes; returns the data errors seen here. */
+static unsigned long lat_step(struct run *r, size_t size, int fresh)
+{
+    unsigned char *s = get_buf(size, fresh, r->sbuf);
+    unsigned long errors;
+    ++r->seed;
+    if (r->rank == 0) {
+        fill(s, size, r->seed);
+        MPI_Send(s, (int)size, MPI_BYTE, r->peer, 1, MPI_COMM_WORLD);
+        MPI_Recv(r->rbuf, (int)size, MPI_BYTE, r->peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        errors = check(r->rbuf, size, r->seed + 1000);
+    } else {
+        MPI_Recv(r->rbuf, (int)size, MPI_BYTE, r->peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        errors = check(r->rbuf, size, r->seed);
+        fill(s, size, r->seed + 1000);
+        MPI_Send(s, (int)size, MPI_BYTE, r->peer, 1, MPI_COMM_WORLD);
+    }
+    put_buf(s, fresh);
+    return errors;
+}
+
+/* One window of WIN messages of SIZE bytes (both ways when BIDIR), then the
+ * receiver's ack; returns the data errors seen here. */
+static unsigned long win_step(struct run *r, size_t size, int fresh, int win, int bidir)
+{
+    MPI_Request reqs[2 * 256];
+    unsigned char *s = get_buf(size * (size_t)win, fresh, r->sbuf);
+    unsigned long errors = 0;
+    int nreq = 0, w;
+    char ack = 0;
+    ++r->seed;
+    if (r->sender || bidir) {
+        for (w = 0; w < win; ++w) {
+            fill(s + (size_t)w * size, size, r->seed * 31u + (unsigned)w + (unsigned)r->rank);
+            MPI_Isend(s + (size_t)w * size, (int)size, MPI_BYTE, r->peer, 2, MPI_COMM_WORLD,
+                      &reqs[nreq++]);
+        }
+    }
+    if (!r->sender || bidir) {
+        for (w = 0; w < win; ++w) {
+            MPI_Irecv(r->rbuf + (size_t)w * size, (int)size, MPI_BYTE, r->peer, 2,
+                      MPI_COMM_WORLD, &reqs[nreq++]);
+        }
+    }
+    MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
+    if (!r->sender || bidir) {
+        for (w = 0; w < win; ++w) {
+            errors += check(r->rbuf + (size_t)w * size, size,
+                            r->seed * 31u + (unsigned)w + (unsigned)r->peer);
+        }
+    }
+    if (!r->sender) {
+        MPI_Send(&ack, 1, MPI_BYTE, r->peer, 3, MPI_COMM_WORLD);
+    } else {
+        MPI_Recv(&ack, 1, MPI_BYTE, r->peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    put_buf(s, fresh);
+    return errors;
+}
+
+/* The slowest rank's seconds since T0: every rank gets the same figure. */
+static double elapsed(double t0)
+{
+    double dt = MPI_Wtime() - t0, dt_max = 0;
+    MPI_Allreduce(&dt, &dt_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return dt_max;
+}
+
 /* One size of one test: the figure (usec or MB/s) in *value; returns the
- * data errors seen (bw, bibw: summed on rank 0). */
-static unsigned long measure(const char *test, size_t size, int fresh, int iters, size_t bytes,
-                             int window, int rank, int nranks, int peer, int sender,
-                             unsigned char *sbuf, unsigned char *rbuf, unsigned *seed,
+ * data errors seen (bw, bibw: summed on rank 0). With a budget, the
+ * warm-up times a step and the timed steps are cut to what fits in it
+ * (never fewer than NMIN): on a loaded host the rounds, not long runs,
+ * are what makes a figure trustworthy. */
+static unsigned long measure(struct run *r, const char *test, size_t size, int fresh,
                              double *value)
 {
-    int n = iters, warm, i, w;
-    double t0 = 0, t1;
+    int lat = !strcmp(test, "lat"), bidir = !strcmp(test, "bibw");
+    int n = r->iters, warm, nmin, win = 1, i;
+    double t0, dt;
     unsigned long errors = 0;
     if (size > 8192) {
-        n = (int)(bytes / size);
+        n = (int)(r->bytes / size);
     }
     if (n < 5) n = 5;
-    warm = n / 10 + 1;
-    MPI_Barrier(MPI_COMM_WORLD);
-
-    if (!strcmp(test, "lat")) {
-        for (i = 0; i < n + warm; ++i) {
-            unsigned char *s = get_buf(size, fresh, sbuf);
-            if (i == warm) t0 = MPI_Wtime();
-            ++*seed;
-            if (rank == 0) {
-                fill(s, size, *seed);
-                MPI_Send(s, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-                MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                errors += check(rbuf, size, *seed + 1000);
-            } else {
-                MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                errors += check(rbuf, size, *seed);
-                fill(s, size, *seed + 1000);
-                MPI_Send(s, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-            }
-            put_buf(s, fresh);
-        }
-        t1 = MPI_Wtime();
-        *value = (t1 - t0) * 1e6 / (2.0 * n);
+    if (lat) {
+        warm = n / 10 + 1;
+        if ((r->budget > 0) && (warm > 10)) warm = 10;
+        nmin = 5;
     } else {
-        int win = window;
-        int bidir = !strcmp(test, "bibw");
-        MPI_Request reqs[2 * 256];
+        win = r->window;
         if ((size_t)win * size > (64u << 20)) {
             win = (int)((64u << 20) / size);
             if (win < 1) win = 1;
@@ -117,48 +181,32 @@ static unsigned long measure(const char *test, size_t size, int fresh, int iters
         if (win > 256) win = 256;
         n = n / win + 2;
         warm = 1;
-        for (i = 0; i < n + warm; ++i) {
-            int nreq = 0;
-            unsigned char *s = get_buf(size * (size_t)win, fresh, sbuf);
-            char ack = 0;
-            if (i == warm) t0 = MPI_Wtime();
-            ++*seed;
-            if (sender || bidir) {
-                for (w = 0; w < win; ++w) {
-                    fill(s + (size_t)w * size, size, *seed * 31u + (unsigned)w + (unsigned)rank);
-                    MPI_Isend(s + (size_t)w * size, (int)size, MPI_BYTE, peer, 2,
-                              MPI_COMM_WORLD, &reqs[nreq++]);
-                }
-            }
-            if (!sender || bidir) {
-                for (w = 0; w < win; ++w) {
-                    MPI_Irecv(rbuf + (size_t)w * size, (int)size, MPI_BYTE, peer, 2,
-                              MPI_COMM_WORLD, &reqs[nreq++]);
-                }
-            }
-            MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
-            if (!sender || bidir) {
-                for (w = 0; w < win; ++w) {
-                    errors += check(rbuf + (size_t)w * size, size,
-                                    *seed * 31u + (unsigned)w + (unsigned)peer);
-                }
-            }
-            if (!sender) {
-                MPI_Send(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
-            } else {
-                MPI_Recv(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            }
-            put_buf(s, fresh);
-        }
-        t1 = MPI_Wtime();
-        {
-            unsigned long e_all = 0;
-            double dt = t1 - t0, dt_max = 0;
-            MPI_Allreduce(&dt, &dt_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            *value = (double)size * win * n * (bidir ? 2 : 1) * (nranks / 2) / dt_max / 1e6;
-            MPI_Reduce(&errors, &e_all, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-            errors = e_all;
-        }
+        nmin = 1;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    t0 = MPI_Wtime();
+    for (i = 0; i < warm; ++i) {
+        errors += lat ? lat_step(r, size, fresh) : win_step(r, size, fresh, win, bidir);
+    }
+    if (r->budget > 0) {
+        /* the same figure on every rank: the same count */
+        dt = elapsed(t0) / warm;
+        if ((dt > 0) && (r->budget / dt < n)) n = (int)(r->budget / dt);
+        if (n < nmin) n = nmin;
+    }
+    t0 = MPI_Wtime();
+    for (i = 0; i < n; ++i) {
+        errors += lat ? lat_step(r, size, fresh) : win_step(r, size, fresh, win, bidir);
+    }
+    if (lat) {
+        *value = (MPI_Wtime() - t0) * 1e6 / (2.0 * n);
+    } else {
+        unsigned long e_all = 0;
+        dt = elapsed(t0);
+        *value = (double)size * win * n * (bidir ? 2 : 1) * (r->nranks / 2) / dt / 1e6;
+        MPI_Reduce(&errors, &e_all, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+        errors = e_all;
     }
     return errors;
 }
@@ -226,17 +274,15 @@ int main(int argc, char **argv)
     char *tests[max_jobs];
     struct job jobs[max_jobs];
     int ntests = 0, njobs, jn, k;
-    size_t min = 1, max = 4u << 20, size, bufsize = 0, bytes = 0;
-    int iters = 1000, window = 16, fresh = 0, quiet = 0, opt, bad = 0;
-    int rank, nranks, peer, sender;
+    size_t min = 1, max = 4u << 20, size, bufsize = 0;
+    int fresh = 0, quiet = 0, opt, bad = 0;
+    struct run r = {.iters = 1000, .window = 16, .seed = 1};
     unsigned long errors = 0, total_errors = 0;
-    unsigned char *sbuf, *rbuf;
-    unsigned seed = 1;
 
     MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    while ((opt = getopt(argc, argv, "t:s:S:i:b:w:Fq")) != -1) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &r.nranks);
+    while ((opt = getopt(argc, argv, "t:s:S:i:b:T:w:Fq")) != -1) {
         switch (opt) {
         case 't':
             if (ntests == max_jobs) bad = 1;
@@ -244,18 +290,19 @@ int main(int argc, char **argv)
             break;
         case 's': min = strtoul(optarg, NULL, 0); break;
         case 'S': max = strtoul(optarg, NULL, 0); break;
-        case 'i': iters = atoi(optarg); break;
-        case 'b': bytes = strtoul(optarg, NULL, 0); bad |= bytes == 0; break;
-        case 'w': window = atoi(optarg); break;
+        case 'i': r.iters = atoi(optarg); break;
+        case 'b': r.bytes = strtoul(optarg, NULL, 0); bad |= r.bytes == 0; break;
+        case 'T': r.budget = atof(optarg); bad |= !(r.budget > 0); break;
+        case 'w': r.window = atoi(optarg); break;
         case 'F': fresh = 1; break;
         case 'q': quiet = 1; break;
         default:
-            if (rank == 0) fprintf(stderr, "bad option\n");
+            if (r.rank == 0) fprintf(stderr, "bad option\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
-    if ((bytes == 0) && (iters > 0)) {
-        bytes = (size_t)iters * 8192;
+    if ((r.bytes == 0) && (r.iters > 0)) {
+        r.bytes = (size_t)r.iters * 8192;
     }
     if (ntests == 0) {
         tests[ntests++] = "lat";
@@ -263,37 +310,36 @@ int main(int argc, char **argv)
     njobs = ntests;
     for (jn = 0; jn < njobs; ++jn) {
         bad |= parse_job(&jobs[jn], tests[jn], min, max, fresh) != 0;
-        bad |= !strcmp(jobs[jn].test, "lat") && (nranks != 2);
+        bad |= !strcmp(jobs[jn].test, "lat") && (r.nranks != 2);
         for (k = 0; !bad && (k < jobs[jn].nsizes); ++k) {
             if (jobs[jn].sizes[k] > bufsize) bufsize = jobs[jn].sizes[k];
         }
     }
-    if (bad || (nranks < 2) || (nranks % 2) || (iters < 1) || (window < 1)) {
-        if (rank == 0) fprintf(stderr, "usage: 2 ranks (lat) or 2N (bw, bibw); -t lat|bw|bibw[-fresh][=SIZE,...] (at most %d), 0 < -s <= -S\n", max_jobs);
+    if (bad || (r.nranks < 2) || (r.nranks % 2) || (r.iters < 1) || (r.window < 1)) {
+        if (r.rank == 0) fprintf(stderr, "usage: 2 ranks (lat) or 2N (bw, bibw); -t lat|bw|bibw[-fresh][=SIZE,...] (at most %d), 0 < -s <= -S\n", max_jobs);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    peer = (rank + nranks / 2) % nranks;   /* 2 ranks: the other one */
-    sender = rank < nranks / 2;
-    sbuf = malloc(bufsize * (size_t)window);
-    rbuf = malloc(bufsize * (size_t)window);
-    if ((sbuf == NULL) || (rbuf == NULL)) {
+    r.peer = (r.rank + r.nranks / 2) % r.nranks;   /* 2 ranks: the other one */
+    r.sender = r.rank < r.nranks / 2;
+    r.sbuf = malloc(bufsize * (size_t)r.window);
+    r.rbuf = malloc(bufsize * (size_t)r.window);
+    if ((r.sbuf == NULL) || (r.rbuf == NULL)) {
         fprintf(stderr, "out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
 
     for (jn = 0; jn < njobs; ++jn) {
-        if ((rank == 0) && !quiet) {
+        if ((r.rank == 0) && !quiet) {
             printf("# zv_osu %s%s, %d pair(s): %ssize  %s  errors\n", jobs[jn].test,
-                   jobs[jn].fresh ? " (fresh buffers)" : "", nranks / 2, (njobs > 1) ? "test  " : "",
+                   jobs[jn].fresh ? " (fresh buffers)" : "", r.nranks / 2, (njobs > 1) ? "test  " : "",
                    strcmp(jobs[jn].test, "lat") ? "MB/s" : "usec");
         }
         for (k = 0; k < jobs[jn].nsizes; ++k) {
             unsigned long e_all = 0;
             double value;
             size = jobs[jn].sizes[k];
-            errors = measure(jobs[jn].test, size, jobs[jn].fresh, iters, bytes, window, rank,
-                             nranks, peer, sender, sbuf, rbuf, &seed, &value);
-            if (rank == 0) {
+            errors = measure(&r, jobs[jn].test, size, jobs[jn].fresh, &value);
+            if (r.rank == 0) {
                 if (njobs > 1) {
                     printf("%s ", jobs[jn].name);
                 }
@@ -304,11 +350,11 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
-    if (rank == 0 && total_errors) {
+    if ((r.rank == 0) && total_errors) {
         fprintf(stderr, "zv_osu: %lu message(s) arrived corrupted\n", total_errors);
     }
-    free(sbuf);
-    free(rbuf);
+    free(r.sbuf);
+    free(r.rbuf);
     MPI_Finalize();
     return total_errors ? 1 : 0;
 }

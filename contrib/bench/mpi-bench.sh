@@ -36,8 +36,10 @@
 # Environment: ZV_BENCH_ROUNDS (default 5), ZV_BENCH_ITERS (zv_osu -i, the
 # iterations up to 8 KiB, default 2000), ZV_BENCH_BYTES (zv_osu -b, what a
 # larger size moves, default 2 MiB: the rounds, not long runs, are what
-# tames a shared host's noise), ZV_BENCH_WINDOW (zv_osu -w, default
-# 8), ZV_BENCH_SIZES (the short sweep's sizes), ZV_BENCH_PEERS
+# tames a shared host's noise), ZV_BENCH_SECONDS (zv_osu -T, at most
+# about that long per size, default 0.2: a loaded host's slow ping-pongs
+# are cut to what fits, not waited for), ZV_BENCH_WINDOW (zv_osu -w,
+# default 8), ZV_BENCH_SIZES (the short sweep's sizes), ZV_BENCH_PEERS
 # (default "rc_zv rc_verbs ud_zv ud_verbs uc_zv perftest openib"),
 # ZV_BENCH_OUT (default BUILD_DIR/mpi-bench), ZV_BENCH_TIMEOUT (VM, s),
 # ZV_MAIN_T0 (the main job's start, epoch seconds, for its progress lines),
@@ -56,6 +58,7 @@ have_port() { ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; }
 rounds=${ZV_BENCH_ROUNDS:-5}
 iters=${ZV_BENCH_ITERS:-2000}
 bytes=${ZV_BENCH_BYTES:-2097152}
+seconds=${ZV_BENCH_SECONDS:-0.2}
 window=${ZV_BENCH_WINDOW:-8}
 max=${ZV_BENCH_MAX:-4194304}
 peers=${ZV_BENCH_PEERS:-rc_zv rc_verbs ud_zv ud_verbs uc_zv perftest openib}
@@ -78,7 +81,7 @@ if [ -z "${ZV_BENCH_ON_DEVICE:-}${ZV_BENCH_TABLES:-}" ]; then
     if [ -z "${OSU_DIR:-}" ] && command -v osu_latency > /dev/null; then
         OSU_DIR=$(dirname "$(readlink -f "$(command -v osu_latency)")")
     fi
-    vars=(${OSU_DIR:+OSU_DIR="$OSU_DIR"} ZV_BENCH_ON_DEVICE=1 ZV_BENCH_FULL="$full" ZV_BENCH_ROUNDS="$rounds" ZV_BENCH_ITERS="$iters" ZV_BENCH_BYTES="$bytes" ZV_BENCH_WINDOW="$window"
+    vars=(${OSU_DIR:+OSU_DIR="$OSU_DIR"} ZV_BENCH_ON_DEVICE=1 ZV_BENCH_FULL="$full" ZV_BENCH_ROUNDS="$rounds" ZV_BENCH_ITERS="$iters" ZV_BENCH_BYTES="$bytes" ZV_BENCH_SECONDS="$seconds" ZV_BENCH_WINDOW="$window"
           ZV_BENCH_MAX="$max" ZV_BENCH_SIZES="$sizes" ZV_BENCH_PEERS="$peers" ZV_BENCH_OUT="$out"
           ZV_MAIN_T0="$t0")
     if have_port; then
@@ -293,7 +296,7 @@ run_peer() {
     # name would cost a run of its own, so the name is added here)
     [ "$p" != cacheoff ] || { run=rc_zv; extra=(-x UCX_ZV_RCACHE_MONITOR=none); }
     local st=0
-    mpi "$run" "$f" "${extra[@]}" -- "$osu" -q -i "$iters" -b "$bytes" -w "$window" "${args[@]}" || st=$?
+    mpi "$run" "$f" "${extra[@]}" -- "$osu" -q -i "$iters" -b "$bytes" -T "$seconds" -w "$window" "${args[@]}" || st=$?
     if [ -n "$osu_lat" ] && [ "$p" != cacheoff ] && [ "$p" != openib ]; then
         osu "$run" "$f.osu" || st=$?
         cat "$f.osu" >> "$f"; cat "$f.osu.err" >> "$f.err" 2>/dev/null || true; rm -f "$f.osu" "$f.osu.err"
