@@ -343,7 +343,8 @@ int main(int argc, char **argv)
                 if (njobs > 1) {
                     printf("%s ", jobs[jn].name);
                 }
-                printf("%zu %.2f %lu\n", size, value, errors);
+                /* (below 1, e.g. 8-byte MB/s: enough digits to compare) */
+                printf("%zu %.*f %lu\n", size, (value < 1) ? 4 : 2, value, errors);
             }
             MPI_Allreduce(&errors, &e_all, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
             total_errors += e_all;

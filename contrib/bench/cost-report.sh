@@ -28,6 +28,8 @@ END {
     print "   own = the transport'"'"'s code (libuct_zv, UCX'"'"'s libuct_ib), where zv should be ahead; UCX = UCP, UCS and"
     print "   UCT'"'"'s base; verbs = libibverbs and its provider (rxe'"'"'s is software and costs the same under both; a"
     print "   real HCA'"'"'s is a few stores); other = libc (copies) and the benchmark. Send calls and both sides'"'"' progress."
+    print "   One exception: UCP 1 MiB over ud and uc_zv runs their software reliability, whose acks and resends"
+    print "   follow the timing; that count moves with the load (by up to a fifth between runs), the others by ~1 %."
     printf "%-20s %-9s %9s %8s %8s %8s %7s  %-24s\n", "measure", "transport", "total", "own", "UCX", "verbs", "other", "zv/peer: total, own code"
     order_t = "rc_verbs rc_zv uc_zv ud_verbs ud_zv"; nt = split(order_t, T, " ")
     for (i = 1; i <= nm; ++i) {
