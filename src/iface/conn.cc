@@ -3,6 +3,7 @@
 #include "iface/conn.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/time/time.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -140,8 +141,13 @@ void conn_manager::note_error(const ibv_wc &wc)
 
 void conn_manager::recover()
 {
-    if ((m_tx_outstanding > 0) || (m_rx_posted > 0)) {
+    if (m_tx_outstanding > 0) {
         return; // flushes still to come
+    }
+    if (m_rx_posted > 0) {
+        // (receives posted as the QP failed may wait for a second flush)
+        verbs::flush_receives(m_qp, &m_flush_kicked, ucs_time_from_msec(10));
+        return;
     }
     if (verbs::reset_ud_qp(m_qp, *m_iface->port, qkey) != UCS_OK) {
         return; // tried again on the next progress
@@ -427,7 +433,31 @@ ucs_status_t conn_manager::connect(channel &ch, uint32_t remote_qpn, uint8_t rd_
         return status;
     }
     ch.remote_qpn = remote_qpn;
+    ch.rd_atomic  = rd_atomic;
     m_by_remote[remote_key(gid_key(ch.peer), ch.peer_ud_qpn, remote_qpn)] = ch.qp->qp_num;
+    return UCS_OK;
+}
+
+ucs_status_t conn_manager::reconnect(uint32_t qpn, ibv_qp **qp_p)
+{
+    auto it = m_channels.find(qpn);
+    if ((it == m_channels.end()) || (it->second.remote_qpn == 0) || it->second.doomed) {
+        return UCS_ERR_NO_ELEM;
+    }
+    channel &ch   = it->second;
+    ibv_qp_attr a = {};
+    a.qp_state    = IBV_QPS_RESET;
+    int ret       = ibv_modify_qp(ch.qp, &a, IBV_QP_STATE);
+    if (ret != 0) {
+        ucs_error("qp 0x%x: modify to RESET failed: %s", qpn, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp, to_remote(ch.peer, ch.rd_atomic),
+                                       ch.remote_qpn);
+    if (status != UCS_OK) {
+        return status;
+    }
+    *qp_p = ch.qp;
     return UCS_OK;
 }
 

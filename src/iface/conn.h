@@ -165,6 +165,13 @@ public:
     /// destroyed when the peer is done with its end too.
     void release(ibv_qp *qp);
 
+    /// Bring a connected QP of ours that entered the error state back to
+    /// RTS towards the same peer QP, keeping its number (the caller made
+    /// sure nothing of its own is still posted on it: the reset drops it
+    /// without completions). *qp_p is the QP. UCS_ERR_NO_ELEM: no such
+    /// connected QP (any more).
+    [[nodiscard]] ucs_status_t reconnect(uint32_t qpn, ibv_qp **qp_p);
+
     /// Handle incoming messages and retransmissions. Returns events handled.
     unsigned progress();
 
@@ -204,6 +211,7 @@ private:
         uint32_t          peer_ud_qpn = 0;
         ibv_qp           *qp          = nullptr;
         uint32_t          remote_qpn  = 0;     ///< 0 until connected
+        uint8_t           rd_atomic   = 0;     ///< what the peer serves
         uint64_t          conn_id     = 0;     ///< while connecting
         bool              passive     = false; ///< created for a peer's REQ
         bool              owned       = false; ///< a local endpoint uses it
@@ -299,6 +307,7 @@ private:
     /// down): nothing is posted until it is reset.
     bool                               m_broken = false;
     uint64_t                           m_resets = 0;
+    ucs_time_t                         m_flush_kicked = 0; ///< verbs::flush_receives()
     uint64_t                           m_reclaimed = 0;
     std::map<uint32_t, channel>        m_channels;   ///< by our QP number
     std::map<uint64_t, uint32_t>       m_connecting; ///< conn_id -> our QP

@@ -72,7 +72,7 @@ ucs_status_t ep_am_short(uct_ep_h uct_ep, uint8_t id, uint64_t header,
     d->hdr()->am_id = id;
     piggyback(ep, d->hdr());
     std::memcpy(d->payload(), &header, sizeof(header));
-    std::memcpy(d->payload() + sizeof(header), payload, length);
+    copy_short(d->payload() + sizeof(header), payload, length);
     send_desc(ep, d, sizeof(header) + length);
     return UCS_OK;
 }

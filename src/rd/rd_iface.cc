@@ -46,7 +46,7 @@ unsigned poll_tx(rd_iface *iface)
             if (ptr & wr_id_ctl) {
                 // A control packet: its buffer (none when it went inline) is free.
                 iface->sq.done += cover;
-                auto *cb = reinterpret_cast<iface::buffer *>(ptr & ~wr_id_ctl);
+                auto *cb = reinterpret_cast<iface::buffer *>(ptr & ~(wr_id_ctl | wr_id_marker));
                 if (cb != nullptr) {
                     iface::buffer_pool::put(cb);
                 }

@@ -94,6 +94,10 @@ void send_acks(rd_iface *iface, ucs_time_t now)
             c->on_owe = false;
             continue;
         }
+        if (__builtin_expect(c->qp == nullptr, 0)) {
+            p = &c->owe_next; // its QP is being reset (uc_zv): after that
+            continue;
+        }
         bool nak = c->rx.nak_due();
         if (nak || c->rx.ack_due(now)) {
             if (send_to_ep(iface, c, nak ? rd_hdr::nak : rd_hdr::ack, nullptr, 0) != UCS_OK) {

@@ -7,6 +7,8 @@
 #include "rd/rd_ep.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 namespace zv::rd {
 
@@ -55,6 +57,34 @@ inline tx_desc *desc_get(rd_ep *ep, uint8_t type, size_t payload)
     h->am_id     = 0;
     h->magic     = rd_hdr::magic_value;
     return d;
+}
+
+/// An active message's short payload into its descriptor, inline for the
+/// few bytes am_short usually carries (a call to memcpy costs more than
+/// such a copy).
+inline void copy_short(char *dst, const void *src, size_t n)
+{
+    const auto *s = static_cast<const char *>(src);
+    if (__builtin_expect(n > 16, 0)) {
+        std::memcpy(dst, s, n);
+    } else if (n >= 8) { // two overlapping words
+        uint64_t a, b;
+        std::memcpy(&a, s, 8);
+        std::memcpy(&b, s + n - 8, 8);
+        std::memcpy(dst, &a, 8);
+        std::memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        std::memcpy(&a, s, 4);
+        std::memcpy(&b, s + n - 4, 4);
+        std::memcpy(dst, &a, 4);
+        std::memcpy(dst + n - 4, &b, 4);
+    } else if (n > 0) { // 1 to 3 bytes: first, middle, last
+        const char first = s[0], middle = s[n / 2], last = s[n - 1];
+        dst[0]     = first;
+        dst[n / 2] = middle;
+        dst[n - 1] = last;
+    }
 }
 
 /// The partner receive connection's ack rides along, if one is owed.

@@ -88,6 +88,13 @@ constexpr uint32_t qp_ep_marker = 1;
 void qp_released(void *arg, ibv_qp *qp)
 {
     auto *iface       = static_cast<uc_iface *>(arg);
+    for (auto it = iface->broken.begin(); it != iface->broken.end(); ++it) {
+        if (it->qpn == qp->qp_num) {
+            iface->resets_due -= it->flushed ? 1 : 0;
+            iface->broken.erase(it);
+            break;
+        }
+    }
     const qp_objs cur = iface->by_qp.find(qp->qp_num);
     if (cur.conn != nullptr) {
         (void)set_qp(iface, qp->qp_num, nullptr, cur.ep); // (never allocates)
@@ -147,6 +154,8 @@ ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t 
     return UCS_OK;
 }
 
+broken_qp *find_broken(uc_iface *iface, uint32_t qpn);
+
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 {
     rd_ep *ep = static_cast<uc_iface *>(arg)->super.eps.find(conn_id);
@@ -154,6 +163,9 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
         return;
     }
     ep->peer_conn = peer_qpn; // also says "the QP left RESET"
+    if (find_broken(static_cast<uc_iface *>(arg), ep->qp->qp_num) != nullptr) {
+        return; // (a claimed QP being reset: connected by reset_flushed())
+    }
     ep_connected(ep);
 }
 
@@ -222,6 +234,13 @@ void ep_freed(rd_ep *ep)
 
 // ---------------------------------------------------------------- receive, errors
 
+/// An endpoint that was connected (also while its QP is reset: it holds
+/// what it sends, and what the peer acknowledges is released).
+bool takes_acks(const rd_ep *ep)
+{
+    return (ep != nullptr) && (ep->peer_conn != 0) && (ep->st != rd_ep::state::failed);
+}
+
 bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b)
 {
     const qp_objs on = to_uc(rd)->by_qp.find(wc.qp_num);
@@ -249,7 +268,7 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
             return false;
         }
         if (p.hdr.ack_dest != 0) { // the piggybacked ack of our endpoint's stream
-            if ((on.ep != nullptr) && (on.ep->st == rd_ep::state::connected)) {
+            if (takes_acks(on.ep)) {
                 ep_packet(on.ep, p.hdr, nullptr);
             } else {
                 ++rd->bad_rx;
@@ -265,7 +284,7 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
         return false;
     case rd_hdr::ack:
     case rd_hdr::nak:
-        if ((on.ep == nullptr) || (on.ep->st != rd_ep::state::connected)) {
+        if (!takes_acks(on.ep)) {
             ++rd->bad_rx;
             return false;
         }
@@ -277,8 +296,76 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
     }
 }
 
-/// The endpoint whose QP failed fails (a UC QP is not reset under a live
-/// peer connection).
+/*
+ * A QP in the error state. A UC QP gets there only for a local reason: on
+ * Soft-RoCE, a send while its port is down, or after the port is back but
+ * before its address (and so its GID) is (local QP operation error). The
+ * peer loses nothing by it: a UC responder drops a message that is cut
+ * short and takes the next one that starts, whatever its PSN. So the QP is
+ * brought back, keeping its number, and what was not acknowledged goes
+ * again, as ud_zv does with its QP (ud_iface.cc):
+ * 1. nothing more is posted to it: its endpoint holds what it sends in its
+ *    window, as while connecting, and its receive connection its acks;
+ * 2. a signaled marker is posted: the error state flushes it after every
+ *    work request before it, so its completion says that nothing else is
+ *    posted (the endpoint's unsignaled tail is accounted then); a destroyed
+ *    endpoint that posted again meanwhile (settle_dropped) gets another;
+ * 3. the QP goes RESET -> RTS towards the same peer QP, once the port and
+ *    its GID are back, at most every reset_interval;
+ * 4. its endpoint is connected again: its window goes out.
+ * A QP that keeps failing fails its endpoint within the peer timeout, as a
+ * silent peer does (the endpoint's timer runs throughout).
+ */
+
+constexpr double reset_interval_sec = 0.1;
+
+broken_qp *find_broken(uc_iface *iface, uint32_t qpn)
+{
+    for (broken_qp &b : iface->broken) {
+        if (b.qpn == qpn) {
+            return &b;
+        }
+    }
+    return nullptr;
+}
+
+/// The endpoint that may still post on QP qpn: the QP's, or a destroyed one
+/// waiting for its descriptors.
+rd_ep *poster_of(uc_iface *iface, uint32_t qpn)
+{
+    rd_ep *ep = iface->by_qp.find(qpn).ep;
+    if (ep != nullptr) {
+        return ep;
+    }
+    for (rd_ep *dead : iface->super.graveyard) {
+        if (dead->qp->qp_num == qpn) {
+            return dead;
+        }
+    }
+    return nullptr;
+}
+
+/// A signaled work request that the error state flushes after everything
+/// posted before it.
+bool post_marker(uc_iface *iface, ibv_qp *qp, broken_qp *b)
+{
+    rd_iface *rd    = &iface->super;
+    ibv_send_wr wr  = {};
+    wr.wr_id        = wr_id_ctl | wr_id_marker |
+                      (static_cast<uint64_t>(rd->sq.unsignaled + 1) << wr_id_cover_shift);
+    wr.opcode       = IBV_WR_SEND;
+    wr.send_flags   = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad;
+    if (ibv_post_send(qp, &wr, &bad) != 0) {
+        return false;
+    }
+    posted_signaled(rd, &rd->sq);
+    b->poster = poster_of(iface, b->qpn);
+    b->posted = (b->poster != nullptr) ? b->poster->own_sq.posted : 0;
+    return true;
+}
+
+/// The endpoint on QP qpn fails (its QP cannot be brought back).
 void fail_qp(uc_iface *iface, uint32_t qpn, const char *why)
 {
     rd_ep *ep = iface->by_qp.find(qpn).ep;
@@ -287,17 +374,135 @@ void fail_qp(uc_iface *iface, uint32_t qpn, const char *why)
     }
 }
 
+/// A completion failed on QP qpn, or the device said it failed: if it is in
+/// the error state, stop posting to it and flush it (steps 1 and 2).
+void qp_broke(uc_iface *iface, uint32_t qpn, const char *why)
+{
+    if (find_broken(iface, qpn) != nullptr) {
+        return; // (its work flushing behind the first error)
+    }
+    const qp_objs on = iface->by_qp.find(qpn);
+    ibv_qp *qp       = (on.ep != nullptr) ? on.ep->qp : (on.conn != nullptr) ? on.conn->qp : nullptr;
+    if ((qp == nullptr) || !verbs::qp_in_error(qp)) {
+        return; // gone, or flushed before its QP was reset
+    }
+    bool ok = false;
+    try {
+        iface->broken.push_back({});
+        iface->broken.back().qpn = qpn;
+        ok = post_marker(iface, qp, &iface->broken.back());
+        if (!ok) {
+            iface->broken.pop_back();
+        }
+    } catch (const std::bad_alloc &) {
+    }
+    if (!ok) {
+        fail_qp(iface, qpn, why);
+        return;
+    }
+    if ((on.ep != nullptr) && (on.ep->st == rd_ep::state::connected)) {
+        on.ep->st          = rd_ep::state::connecting; // (peer_conn stays: held)
+        on.ep->resend_next = nullptr;
+    }
+    if (on.conn != nullptr) {
+        on.conn->qp = nullptr;
+    }
+    ucs_diag("%s: uc_zv qp 0x%x entered the error state (%s): reset once its work has "
+             "flushed", iface->super.super.md->dev.name().c_str(), qpn, why);
+}
+
+/// Step 3 and 4 for every flushed QP, if the port can take them now.
+void reset_flushed(uc_iface *iface)
+{
+    rd_iface *rd         = &iface->super;
+    const ucs_time_t now = ucs_get_time();
+    if (rd->port_down || (now < iface->next_reset) ||
+        !verbs::gid_present(rd->super.md->dev.ctx(), *rd->super.port)) {
+        return; // (the port's return raises no event for the GID: tried again)
+    }
+    iface->next_reset = now + ucs_time_from_sec(reset_interval_sec);
+    for (size_t i = 0; i < iface->broken.size();) {
+        const broken_qp b = iface->broken[i];
+        ibv_qp *qp;
+        ucs_status_t status = b.flushed ? iface->conn.reconnect(b.qpn, &qp) : UCS_ERR_BUSY;
+        if (status == UCS_ERR_BUSY) {
+            ++i;
+            continue;
+        }
+        iface->broken.erase(iface->broken.begin() + static_cast<std::ptrdiff_t>(i));
+        --iface->resets_due;
+        if (status != UCS_OK) {
+            fail_qp(iface, b.qpn, "its qp could not be reset after an error");
+            continue; // (UCS_ERR_NO_ELEM: gone)
+        }
+        ++rd->qp_resets;
+        const qp_objs on = iface->by_qp.find(b.qpn);
+        if (on.conn != nullptr) {
+            on.conn->qp = qp;
+        }
+        ucs_diag("%s: uc_zv qp 0x%x reset", rd->super.md->dev.name().c_str(), b.qpn);
+        if ((on.ep != nullptr) && (on.ep->st == rd_ep::state::connecting) &&
+            (on.ep->peer_conn != 0)) {
+            ep_connected(on.ep); // (may call back: 'on' is not used after)
+        }
+    }
+}
+
+/// The marker on QP qpn completed: nothing earlier is posted there. Its
+/// endpoint's unsignaled tail flushed before it, covered by no completion.
+void qp_flushed(uc_iface *iface, uint32_t qpn)
+{
+    broken_qp *b = find_broken(iface, qpn);
+    if ((b == nullptr) || b->flushed) {
+        return;
+    }
+    rd_iface *rd = &iface->super;
+    rd_ep *ep    = poster_of(iface, qpn);
+    if ((ep != nullptr) && ((ep != b->poster) || (ep->own_sq.posted != b->posted))) {
+        // posted to after the marker (a destroyed endpoint's descriptors)
+        ibv_qp *qp = ep->qp;
+        if (!post_marker(iface, qp, b)) {
+            iface->broken.erase(iface->broken.begin() + (b - iface->broken.data()));
+            fail_qp(iface, qpn, "its qp could not be flushed after an error");
+        }
+        return;
+    }
+    if (ep != nullptr) {
+        send_queue &sq     = ep->own_sq;
+        rd->tx_outstanding -= sq.unsignaled;
+        rd->tx_silent      -= sq.unsignaled;
+        sq.unsignaled       = 0;
+        sq.done             = sq.posted;
+    }
+    b->flushed = true;
+    ++iface->resets_due;
+    iface->conn.wake(); // (progress resets it: reset_flushed)
+}
+
 void wc_error(rd_iface *rd, const ibv_wc &wc)
 {
+    if ((wc.wr_id & wr_id_ptr_mask) == (wr_id_ctl | wr_id_marker)) {
+        qp_flushed(to_uc(rd), wc.qp_num);
+        return;
+    }
     char why[96];
     snprintf(why, sizeof(why), "send completion with error: %s",
              ibv_wc_status_str(wc.status));
-    fail_qp(to_uc(rd), wc.qp_num, why);
+    switch (wc.status) {
+    case IBV_WC_LOC_QP_OP_ERR: // (no route: the port or its address is gone)
+    case IBV_WC_WR_FLUSH_ERR:  // (the QP's first error was not a completion's)
+    case IBV_WC_GENERAL_ERR:
+        qp_broke(to_uc(rd), wc.qp_num, why);
+        break;
+    default: // what a resend cannot mend (a memory key, a length): as UCX's uc
+        fail_qp(to_uc(rd), wc.qp_num, why);
+        break;
+    }
 }
 
 void qp_fatal(rd_iface *rd, uint32_t qpn)
 {
-    fail_qp(to_uc(rd), qpn, "its qp failed");
+    qp_broke(to_uc(rd), qpn, "its qp failed");
 }
 
 // ---------------------------------------------------------------- interface
@@ -315,6 +520,10 @@ template <bool Faults, bool Async = false>
     if (Async || iface->conn.busy() ||
         ((rd->progress_count.load(std::memory_order_relaxed) & 31) == 0)) {
         count += iface->conn.progress();
+        if (__builtin_expect(iface->resets_due != 0, 0)) {
+            reset_flushed(iface);
+            iface->conn.wake(); // (until it is done)
+        }
     }
     progress_end(rd);
     return count;

@@ -7,6 +7,8 @@
 #include "iface/qp_table.h"
 #include "rd/rd_ep.h"
 
+#include <vector>
+
 namespace zv::uc {
 
 using namespace zv::rd; // uc_zv is the core's packets on connected UC QPs
@@ -30,6 +32,16 @@ struct qp_objs {
     rd_ep   *ep   = nullptr;
 };
 
+/// A connected QP in the error state, on its way back (uc.cc).
+struct broken_qp {
+    uint32_t qpn     = 0;
+    /// The endpoint that posts on it (a destroyed one too, until freed),
+    /// and its send queue's count when the marker was posted.
+    rd_ep   *poster  = nullptr;
+    uint64_t posted  = 0;
+    bool     flushed = false; ///< the marker's completion came
+};
+
 /// One SRQ; connections set up by the shared connection manager; packets
 /// matched to objects by the queue pair they arrive on.
 struct uc_iface {
@@ -38,6 +50,9 @@ struct uc_iface {
     ibv_srq                 *srq = nullptr;
     iface::conn_manager      conn;
     iface::qp_table<qp_objs> by_qp;
+    std::vector<broken_qp>   broken;          ///< usually empty
+    unsigned                 resets_due = 0;  ///< of 'broken', flushed
+    ucs_time_t               next_reset = 0;  ///< no reset before
 };
 
 inline uc_iface *to_uc(rd_iface *iface) { return reinterpret_cast<uc_iface *>(iface); }

@@ -19,9 +19,16 @@ namespace {
 void recover_qp(ud_iface *iface)
 {
     rd_iface *rd = &iface->super;
-    if ((rd->tx_signaled > 0) || (rd->rx_ring.posted() > 0) ||
-        (verbs::reset_ud_qp(iface->qp, *rd->super.port, qkey) != UCS_OK)) {
+    if (rd->tx_signaled > 0) {
         return; // next progress
+    }
+    if (rd->rx_ring.posted() > 0) {
+        // (receives posted as the QP failed may wait for a second flush)
+        verbs::flush_receives(iface->qp, &iface->flush_kicked, ucs_time_from_msec(10));
+        return;
+    }
+    if (verbs::reset_ud_qp(iface->qp, *rd->super.port, qkey) != UCS_OK) {
+        return;
     }
     tx_reset(rd);
     iface->qp_broken = false;

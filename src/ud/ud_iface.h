@@ -63,6 +63,7 @@ struct ud_iface {
     ibv_qp                  *qp        = nullptr;
     /// The QP entered the error state: see above.
     bool                     qp_broken = false;
+    ucs_time_t               flush_kicked = 0; ///< verbs::flush_receives()
     /// (peer gid, peer QP, peer endpoint id) -> receive connection id.
     std::map<std::tuple<std::vector<uint8_t>, uint32_t, uint32_t>, uint32_t> conn_by_key;
     std::map<std::vector<uint8_t>, ibv_ah *> ahs;

@@ -199,6 +199,16 @@ const port_info *device::port(uint8_t port_num) const
     return nullptr;
 }
 
+bool gid_present(ibv_context *ctx, const port_info &port)
+{
+    if (port.gid_index < 0) {
+        return true; // (InfiniBand: no GID chosen)
+    }
+    ibv_gid gid;
+    return (ibv_query_gid(ctx, port.port_num, port.gid_index, &gid) == 0) &&
+           (std::memcmp(&gid, &port.gid, sizeof(gid)) == 0);
+}
+
 std::string port_netdev(ibv_context *ctx, const port_info &port)
 {
     ibv_gid_entry entry = {};

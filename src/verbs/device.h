@@ -55,6 +55,11 @@ constexpr const char *testing_no_srq_env = "ZV_TESTING_NO_SRQ";
 /// chosen GID; empty for InfiniBand, or when the kernel does not say.
 [[nodiscard]] std::string port_netdev(ibv_context *ctx, const port_info &port);
 
+/// Whether the port's table holds its chosen GID again: after a RoCE port
+/// comes back, its addresses (and so the GIDs) return a moment later, and
+/// a QP brought up or used before then fails.
+[[nodiscard]] bool gid_present(ibv_context *ctx, const port_info &port);
+
 /// Names of all verbs devices in the system (may be empty).
 [[nodiscard]] ucs_status_t device_names(std::vector<std::string> &names);
 

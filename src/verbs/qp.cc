@@ -2,6 +2,8 @@
 // Queue-pair creation and state transitions.
 #include "verbs/qp.h"
 
+#include <ucs/time/time.h>
+
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -238,6 +240,15 @@ void qp_to_error(ibv_qp *qp)
     int ret       = ibv_modify_qp(qp, &a, IBV_QP_STATE);
     if (ret != 0) {
         ucs_warn("qp 0x%x: modify to ERR failed: %s", qp->qp_num, strerror(ret));
+    }
+}
+
+void flush_receives(ibv_qp *qp, ucs_time_t *last, ucs_time_t interval)
+{
+    const ucs_time_t now = ucs_get_time();
+    if (now - *last >= interval) {
+        *last = now;
+        qp_to_error(qp);
     }
 }
 

@@ -5,6 +5,8 @@
 
 #include "verbs/device.h"
 
+#include <ucs/time/time_def.h>
+
 namespace zv::verbs {
 
 /// Where a peer's port is: what an address handle or an RC path needs.
@@ -86,6 +88,15 @@ void destroy_qp(ibv_qp *qp);
 
 /// Move a QP to the ERROR state (flushes its outstanding work requests).
 void qp_to_error(ibv_qp *qp);
+
+/// A QP in the error state whose receive queue still holds work requests
+/// that will never complete by themselves: Soft-RoCE (Linux 6.1) flushes a
+/// receive queue only when its QP enters the error state or a packet
+/// arrives, and receives posted after that (a refill racing with the
+/// error) stay queued without a completion, so a reset that waits for
+/// them waits forever. Entering the error state again flushes them. At
+/// most once per 'interval' (a syscall); *last is the caller's.
+void flush_receives(ibv_qp *qp, ucs_time_t *last, ucs_time_t interval);
 
 /// Human-readable name of a work-completion status, and its UCX status.
 const char *wc_status_str(ibv_wc_status status);

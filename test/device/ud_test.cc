@@ -835,6 +835,49 @@ bool send_values(uct_ep_h ep, uint64_t &next, uint64_t end, const std::vector<uc
     return true;
 }
 
+/// A QP that enters the error state (a send while its port went down, or
+/// after the port was back but before its address was) is reset, keeping
+/// its number: nothing is lost and no endpoint fails, whether it is the
+/// sender's QP or the one the receiver's acks leave on. (ud_zv resets its
+/// one QP; uc_zv the connection's, and failed the endpoint before.)
+TEST_P(ud_zv, a_qp_in_the_error_state_is_reset_and_loses_nothing)
+{
+    uct_side c, d;
+    open_side(c);
+    open_side(d);
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
+    uct_ep_h ep   = create_ep(c, d);
+    uct_ep_h back = create_ep(d, c); // (uc_zv: on the QP d's acks leave on)
+    uint64_t next = 0;
+    ASSERT_TRUE(send_values(ep, next, 100, {&c, &d}, 10.0));
+    // (connected both ways: a QP still in RESET cannot be put in error)
+    run_until({&c, &d}, [&] { return sink.got.size() >= next; }, 10.0);
+    ASSERT_EQ(next, sink.got.size());
+    const uint64_t resets_c = rd::to_rd(c.iface)->qp_resets;
+    const uint64_t resets_d = rd::to_rd(d.iface)->qp_resets;
+    for (uct_ep_h broken : {ep, back}) {
+        verbs::qp_to_error(rd::to_ep(broken)->qp);
+        ASSERT_TRUE(send_values(ep, next, next + 300, {&c, &d}, 20.0))
+                << "stalled; d: signaled " << rd::to_rd(d.iface)->tx_signaled << ", outstanding "
+                << rd::to_rd(d.iface)->tx_outstanding << ", receives posted "
+                << rd::to_rd(d.iface)->rx_ring.posted() << "; c: signaled "
+                << rd::to_rd(c.iface)->tx_signaled << ", receives posted "
+                << rd::to_rd(c.iface)->rx_ring.posted();
+        ASSERT_EQ(next, 100u + ((broken == ep) ? 300u : 600u)) << "the sends stalled";
+    }
+    run_until({&c, &d}, [&] { return sink.got.size() >= next; }, 20.0);
+    ASSERT_EQ(next, sink.got.size()) << "messages lost";
+    for (uint64_t v = 0; v < next; ++v) {
+        ASSERT_EQ(v, sink.got[v]) << "out of order or twice";
+    }
+    EXPECT_EQ(0u, s_ep_errors) << "an endpoint failed with its QP";
+    EXPECT_GT(rd::to_rd(c.iface)->qp_resets, resets_c) << "the sender's QP was not reset";
+    EXPECT_GT(rd::to_rd(d.iface)->qp_resets, resets_d) << "the receiver's QP was not reset";
+    uct_ep_destroy(back);
+    uct_ep_destroy(ep);
+}
+
 /// A receiver that holds many received descriptors (UCP's unexpected eager
 /// messages, an MPI code that posts its receives late): what it keeps
 /// beyond RX_QUEUE_LEN is lent from more receive buffers, up to a bound

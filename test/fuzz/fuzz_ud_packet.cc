@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: the receive-side validation of ud_zv and uc_zv
-// (src/rd/rd_wire.cc, src/ud/ud_iface.h): parse_packet, a datagram as the UD QP hands it over
+// (src/rd/rd_iface.h, src/ud/ud_iface.h): parse_packet, a datagram as the UD QP hands it over
 // (40-byte GRH, rd_hdr, body), and parse_hdr, the same without GRH (a SEND
 // on a uc_zv queue pair). Every input goes through both; its first four
 // bytes are also a uc_zv put's immediate data (decode_put_imm).

@@ -35,7 +35,7 @@ fi
 
 # target=sources: the harness and the parser's own file, nothing else.
 declare -A sources=(
-    [ud_packet]=test/fuzz/fuzz_ud_packet.cc,src/rd/rd_wire.cc
+    [ud_packet]=test/fuzz/fuzz_ud_packet.cc
     [conn_msg]=test/fuzz/fuzz_conn_msg.cc,src/iface/conn_wire.cc
     [rc_am]=test/fuzz/fuzz_rc_am.cc
     [rel]=test/fuzz/fuzz_rel.cc
