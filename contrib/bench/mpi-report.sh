@@ -225,9 +225,9 @@ BEGIN {
     } else {
         printf "- Measured on %s, a real RDMA device: the %s sweep (%d sizes), %s, the same medians and spreads.\n", dev, meta["sweep"], nsize, plural(rounds, "round")
     }
-    if (("load_start" in host) && ("cpus" in host))
-        printf "- Before the job started, the host'"'"'s load average was %s on %s CPUs%s\n", host["load_start"], host["cpus"],
-               (host["load_start"] + 0 >= 0.5) ? ": other work shared them, which widens the spreads and leaves fewer ratios called." : " (quiet)."
+    if (("busy_start" in host) && ("cpus" in host))
+        printf "- When the job started, other work kept %s of the host'"'"'s %s CPUs busy%s\n", host["busy_start"], host["cpus"],
+               (host["busy_start"] + 0 >= 0.25) ? ": it shared them with the job, which widens the spreads and leaves fewer ratios called." : " (quiet)."
     exit
 }
 function plural(n, w) { return n " " w (n == 1 ? "" : "s") }
