@@ -131,7 +131,7 @@ ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer
 {
     auto *iface         = static_cast<uc_iface *>(arg);
     ucs_status_t status = verbs::connect_qp(qp, *iface->super.super.port, peer, peer_qpn,
-                                            qp_access, verbs::rc_timing{});
+                                            qp_access, verbs::rc_timing{}, iface->resetting);
     return (status == UCS_OK) ? add_rx_conn(iface, qp, peer_qpn) : status;
 }
 
@@ -311,7 +311,8 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
  *    posted (the endpoint's unsignaled tail is accounted then); a destroyed
  *    endpoint that posted again meanwhile (settle_dropped) gets another;
  * 3. the QP goes RESET -> RTS towards the same peer QP, once the port and
- *    its GID are back, at most every reset_interval;
+ *    its GID are back, tried at most every reset_interval until it works
+ *    (the route may return a moment after the GID);
  * 4. its endpoint is connected again: its window goes out.
  * A QP that keeps failing fails its endpoint within the peer timeout, as a
  * silent peer does (the endpoint's timer runs throughout).
@@ -423,17 +424,27 @@ void reset_flushed(uc_iface *iface)
     iface->next_reset = now + ucs_time_from_sec(reset_interval_sec);
     for (size_t i = 0; i < iface->broken.size();) {
         const broken_qp b = iface->broken[i];
+        if (!b.flushed) {
+            ++i;
+            continue;
+        }
         ibv_qp *qp;
-        ucs_status_t status = b.flushed ? iface->conn.reconnect(b.qpn, &qp) : UCS_ERR_BUSY;
-        if (status == UCS_ERR_BUSY) {
+        iface->resetting    = true;
+        ucs_status_t status = iface->conn.reconnect(b.qpn, &qp);
+        iface->resetting    = false;
+        if ((status != UCS_OK) && (status != UCS_ERR_NO_ELEM)) {
+            // The route may come back a moment after the GID ("Network is
+            // unreachable"): next time. A peer gone for good fails the
+            // endpoint by its peer timeout meanwhile.
+            ucs_debug("%s: uc_zv qp 0x%x: reset failed (%s), trying again",
+                      rd->super.md->dev.name().c_str(), b.qpn, ucs_status_string(status));
             ++i;
             continue;
         }
         iface->broken.erase(iface->broken.begin() + static_cast<std::ptrdiff_t>(i));
         --iface->resets_due;
         if (status != UCS_OK) {
-            fail_qp(iface, b.qpn, "its qp could not be reset after an error");
-            continue; // (UCS_ERR_NO_ELEM: gone)
+            continue; // (gone: the connection manager closed it)
         }
         ++rd->qp_resets;
         const qp_objs on = iface->by_qp.find(b.qpn);

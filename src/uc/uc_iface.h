@@ -53,6 +53,7 @@ struct uc_iface {
     std::vector<broken_qp>   broken;          ///< usually empty
     unsigned                 resets_due = 0;  ///< of 'broken', flushed
     ucs_time_t               next_reset = 0;  ///< no reset before
+    bool                     resetting  = false; ///< in conn.reconnect(): quiet
 };
 
 inline uc_iface *to_uc(rd_iface *iface) { return reinterpret_cast<uc_iface *>(iface); }

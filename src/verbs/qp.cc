@@ -69,8 +69,10 @@ rc_timing cap_to_device(rc_timing timing, const ibv_device_attr &attr)
 }
 
 ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &remote,
-                        uint32_t remote_qpn, int access, const rc_timing &timing)
+                        uint32_t remote_qpn, int access, const rc_timing &timing,
+                        bool quiet)
 {
+    const ucs_log_level_t level = quiet ? UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_ERROR;
     const bool rc  = (qp->qp_type == IBV_QPT_RC);
     ibv_qp_attr a  = {};
     int ret;
@@ -82,7 +84,7 @@ ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &re
     ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                 IBV_QP_ACCESS_FLAGS);
     if (ret != 0) {
-        ucs_error("qp 0x%x: modify to INIT failed: %s", qp->qp_num, strerror(ret));
+        ucs_log(level, "qp 0x%x: modify to INIT failed: %s", qp->qp_num, strerror(ret));
         return status_from_errno(ret);
     }
 
@@ -101,7 +103,7 @@ ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &re
     }
     ret = ibv_modify_qp(qp, &a, mask);
     if (ret != 0) {
-        ucs_error("qp 0x%x: modify to RTR (remote qp 0x%x) failed: %s", qp->qp_num,
+        ucs_log(level, "qp 0x%x: modify to RTR (remote qp 0x%x) failed: %s", qp->qp_num,
                   remote_qpn, strerror(ret));
         return status_from_errno(ret);
     }
@@ -121,7 +123,7 @@ ucs_status_t connect_qp(ibv_qp *qp, const port_info &port, const remote_port &re
     }
     ret = ibv_modify_qp(qp, &a, mask);
     if (ret != 0) {
-        ucs_error("qp 0x%x: modify to RTS failed: %s", qp->qp_num, strerror(ret));
+        ucs_log(level, "qp 0x%x: modify to RTS failed: %s", qp->qp_num, strerror(ret));
         return status_from_errno(ret);
     }
     return UCS_OK;

@@ -56,11 +56,13 @@ rc_timing cap_to_device(rc_timing timing, const ibv_device_attr &attr);
                                                ibv_qp **qp_p, unsigned *max_inline);
 
 /// RESET -> INIT -> RTR -> RTS for an RC/UC QP towards remote_qpn. The
-/// access flags are what peers may do to our memory through this QP.
+/// access flags are what peers may do to our memory through this QP. A
+/// failed step is logged as an error ('quiet': at debug level, for a
+/// caller that tries again and says so itself).
 [[nodiscard]] ucs_status_t connect_qp(ibv_qp *qp, const port_info &port,
                                       const remote_port &remote,
                                       uint32_t remote_qpn, int access,
-                                      const rc_timing &timing);
+                                      const rc_timing &timing, bool quiet = false);
 
 /// Create a UD QP and bring it to RTS with the given qkey.
 [[nodiscard]] ucs_status_t create_ud_qp(const device &dev, const port_info &port,
