@@ -167,7 +167,9 @@ TEST_P(lifetime, pending_callback_purges_its_own_queue)
     EXPECT_EQ(1, first.calls);
 }
 
-/// rc_zv and uc_zv: one QP per endpoint (ud_zv's share the interface's).
+/// rc_zv: one QP per endpoint, which cannot be reset under a live peer
+/// connection (uc_zv's can: uc_qp below; ud_zv's endpoints share the
+/// interface's).
 class own_qp : public lifetime {
 };
 
@@ -204,6 +206,64 @@ TEST_P(own_qp, qp_in_error_fails_its_endpoint_and_only_it)
     EXPECT_TRUE(wait_for([&] { return uct_ep_flush(good, 0, nullptr) == UCS_OK; }));
     EXPECT_EQ(1u, s_ep_errors);
     EXPECT_TRUE(logged_only(logs, "with error"));
+}
+
+/// uc_zv: one QP per connection, reset in place when it enters the error
+/// state: its endpoint goes on, and the others are untouched.
+class uc_qp : public lifetime {
+protected:
+    /// 'n' bcopy messages over ep, flushed; each delivered once.
+    void send_and_flush(uct_ep_h ep, counter_sink &sink, unsigned n)
+    {
+        std::vector<uint8_t> data(512, 0x3c);
+        pack_arg pa{data.data(), data.size()};
+        const unsigned before = sink.count;
+        for (unsigned i = 0; i < n; ++i) {
+            ASSERT_TRUE(wait_for([&] { return uct_ep_am_bcopy(ep, am_id, pack_cb, &pa, 0) >= 0; }));
+        }
+        EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+        EXPECT_TRUE(wait_for([&] { return sink.count == before + n; })) << sink.count - before;
+    }
+};
+
+TEST_P(uc_qp, qp_in_error_is_reset_and_its_endpoint_goes_on)
+{
+    counter_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
+    uct_ep_h bad = connect(m_a, m_b), good = connect(m_a, m_b);
+    ASSERT_TRUE(bad && good);
+    send_and_flush(bad, sink, 1); // (connected)
+    const uint64_t resets = rd::to_rd(m_a.iface)->qp_resets;
+    ibv_qp_attr attr = {};
+    attr.qp_state    = IBV_QPS_ERR;
+    ASSERT_EQ(0, ibv_modify_qp(qp_of(bad), &attr, IBV_QP_STATE));
+    send_and_flush(bad, sink, 100);
+    EXPECT_GT(rd::to_rd(m_a.iface)->qp_resets, resets) << "the QP was not reset";
+    send_and_flush(good, sink, 100);
+    EXPECT_EQ(0u, s_ep_errors);
+}
+
+TEST_P(uc_qp, qp_fatal_event_resets_that_qp_only)
+{
+    counter_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
+    uct_ep_h bad = connect(m_a, m_b), good = connect(m_a, m_b);
+    ASSERT_TRUE(bad && good);
+    send_and_flush(bad, sink, 1);
+    const uint64_t resets = rd::to_rd(m_a.iface)->qp_resets;
+    ibv_qp_attr attr = {};
+    attr.qp_state    = IBV_QPS_ERR;
+    ASSERT_EQ(0, ibv_modify_qp(qp_of(bad), &attr, IBV_QP_STATE));
+    verbs::async_event ev;
+    ev.what   = verbs::async_event::kind::qp_fatal;
+    ev.type   = IBV_EVENT_QP_FATAL;
+    ev.qp_num = qp_of(bad)->qp_num;
+    md::from_uct(m_md)->events.deliver(ev);
+    ASSERT_TRUE(wait_for([&] { return rd::to_rd(m_a.iface)->qp_resets > resets; }, 10))
+            << "the QP was not reset";
+    send_and_flush(bad, sink, 10);
+    send_and_flush(good, sink, 10);
+    EXPECT_EQ(0u, s_ep_errors);
 }
 
 /// ud_zv: one QP per interface, reset in place when it enters the error state.
@@ -327,7 +387,8 @@ TEST_P(lifetime, device_fatal_event_fails_every_endpoint_and_refuses_new_ones)
 }
 
 INSTANTIATE_TEST_SUITE_P(tl, lifetime, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));
-INSTANTIATE_TEST_SUITE_P(tl, own_qp, ::testing::Values("rc_zv", "uc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, own_qp, ::testing::Values("rc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, uc_qp, ::testing::Values("uc_zv"));
 INSTANTIATE_TEST_SUITE_P(tl, ud_iface_qp, ::testing::Values("ud_zv"));
 
 // A burst that arrives while the receiver does not progress takes rc_zv's
