@@ -85,15 +85,14 @@ constexpr uint32_t qp_ep_marker = 1;
     return true;
 }
 
+broken_qp *find_broken(uc_iface *iface, uint32_t qpn);
+void forget_broken(uc_iface *iface, broken_qp *b);
+
 void qp_released(void *arg, ibv_qp *qp)
 {
-    auto *iface       = static_cast<uc_iface *>(arg);
-    for (auto it = iface->broken.begin(); it != iface->broken.end(); ++it) {
-        if (it->qpn == qp->qp_num) {
-            iface->resets_due -= it->flushed ? 1 : 0;
-            iface->broken.erase(it);
-            break;
-        }
+    auto *iface = static_cast<uc_iface *>(arg);
+    if (broken_qp *b = find_broken(iface, qp->qp_num)) {
+        forget_broken(iface, b);
     }
     const qp_objs cur = iface->by_qp.find(qp->qp_num);
     if (cur.conn != nullptr) {
@@ -153,8 +152,6 @@ ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t 
     *qp_p = qp;
     return UCS_OK;
 }
-
-broken_qp *find_broken(uc_iface *iface, uint32_t qpn);
 
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 {
@@ -330,6 +327,13 @@ broken_qp *find_broken(uc_iface *iface, uint32_t qpn)
     return nullptr;
 }
 
+/// b is no longer being recovered (reset, or its QP gone).
+void forget_broken(uc_iface *iface, broken_qp *b)
+{
+    iface->resets_due -= b->flushed ? 1 : 0;
+    iface->broken.erase(iface->broken.begin() + (b - iface->broken.data()));
+}
+
 /// The endpoint that may still post on QP qpn: the QP's, or a destroyed one
 /// waiting for its descriptors.
 rd_ep *poster_of(uc_iface *iface, uint32_t qpn)
@@ -441,8 +445,7 @@ void reset_flushed(uc_iface *iface)
             ++i;
             continue;
         }
-        iface->broken.erase(iface->broken.begin() + static_cast<std::ptrdiff_t>(i));
-        --iface->resets_due;
+        forget_broken(iface, &iface->broken[i]);
         if (status != UCS_OK) {
             continue; // (gone: the connection manager closed it)
         }
@@ -473,7 +476,7 @@ void qp_flushed(uc_iface *iface, uint32_t qpn)
         // posted to after the marker (a destroyed endpoint's descriptors)
         ibv_qp *qp = ep->qp;
         if (!post_marker(iface, qp, b)) {
-            iface->broken.erase(iface->broken.begin() + (b - iface->broken.data()));
+            forget_broken(iface, b);
             fail_qp(iface, qpn, "its qp could not be flushed after an error");
         }
         return;
