@@ -111,7 +111,6 @@ void handle_ep_packet(rd_iface *iface, const rd_hdr &hdr, uint32_t src_qp,
 /// ACK, NAK, CREP, REBIND or a piggybacked ack for a known endpoint.
 void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body);
 void dispatch_pending(rd_iface *iface);
-void free_deferred(rd_iface *iface);
 unsigned check_timers(rd_iface *iface, ucs_time_t now);
 
 // ---------------------------------------------------------------- ops

@@ -127,14 +127,6 @@ void progress_enable(uct_iface_h iface, unsigned flags)
                                       flags);
 }
 
-void progress_end(rd_iface *iface)
-{
-    iface->in_progress = false;
-    if (__builtin_expect(!iface->graveyard.empty(), 0) && !iface->as.active) {
-        free_deferred(iface);
-    }
-}
-
 // ---------------------------------------------------------------- open, close
 
 ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl, const uct_iface_ops_t *ops,

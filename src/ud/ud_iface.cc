@@ -50,7 +50,7 @@ template <bool Faults> [[gnu::always_inline]] inline unsigned progress_core(rd_i
     unsigned count  = progress_begin<Faults>(&iface->super);
     // (progress_begin counts the calls)
     if (__builtin_expect((iface->super.progress_count.load(std::memory_order_relaxed) & 1023) == 0, 0)) {
-        scan_conns(iface, ucs_get_time()); // (it reads the clock every 1024th call)
+        scan_conns(iface); // (it reads the clock: every 1024th call)
     }
     if (__builtin_expect(iface->qp_broken, 0)) {
         recover_qp(iface);

@@ -103,8 +103,10 @@ ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah
 rx_conn *conn_new(ud_iface *iface, const iface::device_addr &dev, uint32_t src_qp,
                   uint32_t peer_ep, rel::psn_t first_psn);
 /// Probe receive connections that heard nothing for a peer timeout, free
-/// those whose endpoint did not answer for another (ud_reclaim.cc).
-void scan_conns(ud_iface *iface, ucs_time_t now);
+/// those whose endpoint did not answer for another (ud_reclaim.cc). It
+/// reads the clock (out of line: the progress that calls it needs no frame
+/// for the clock read).
+void scan_conns(ud_iface *iface);
 /// Data for connection id, which is not there: if it was reclaimed, bring it
 /// back where it was and tell its endpoint (REBIND); else null.
 rx_conn *revive(ud_iface *iface, uint32_t id, uint32_t src_qp);

@@ -75,8 +75,9 @@ void send_rebind(ud_iface *iface, const rx_conn *c)
 
 } // namespace
 
-void scan_conns(ud_iface *iface, ucs_time_t now)
+void scan_conns(ud_iface *iface)
 {
+    const ucs_time_t now = ucs_get_time();
     if (now < iface->next_scan) {
         return;
     }

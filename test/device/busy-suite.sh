@@ -8,7 +8,8 @@
 # when it is back. Over rc_zv, ud_zv, uc_zv and rc_zv,ud_zv side by side
 # (the jobs run at once: they wait, they are not timed), the computing
 # rank blocked in read(); and once over ud_zv with it in a busy loop.
-# Every job must exit 0 with its data validated.
+# Every job must exit 0 with its data validated. Beside them, the same job
+# over UCX's own rc_verbs,ud_verbs: the peer, printed, not a check of ours.
 #
 # usage: sourced by device-tests.sh and two-host-tests.sh after the install
 #        (see suite-lib.sh), or standalone on the device:
@@ -40,10 +41,15 @@ for bs_tl in rc_zv ud_zv uc_zv rc_zv,ud_zv; do
     bs_start "${bs_tl/,/+}" "$bs_tl" "$bs_np" -w read -m "$bs_mode"
 done
 bs_start ud_zv.spin ud_zv 2 -w spin -m warm
+bs_start peer rc_verbs,ud_verbs "$bs_np" -w read -m "$bs_mode"
 for bs_j in "${bs_jobs[@]}"; do
     IFS=: read -r bs_pid bs_name bs_tl bs_n bs_how <<< "$bs_j"
     wait "$bs_pid"; bs_rc=$?
     grep '^busy:' "$ms_dir/busy.$bs_name" || tail -n 8 "$ms_dir/busy.$bs_name"
+    if [ "$bs_name" = peer ]; then
+        echo "peer: UCX's $bs_tl, $bs_n ranks ($bs_how): exit $bs_rc"
+        continue
+    fi
     check "MPI over $bs_tl, $bs_n ranks, one computing ${bs_secs} s ($bs_how): exit 0, data validated" \
         bash -c "test $bs_rc = 0 && grep -q '^busy: .*: 0 errors' '$ms_dir/busy.$bs_name'"
 done
