@@ -65,9 +65,9 @@ ucs_status_t create_qp(rc_iface *iface, ibv_qp **qp_p)
     qp_params.type        = IBV_QPT_RC;
     qp_params.max_send_wr = iface->super.settings.tx_queue_len;
     qp_params.max_inline  = iface->settings.max_inline;
-    qp_params.send_cq     = iface->send_cq;
-    qp_params.recv_cq     = iface->recv_cq;
-    qp_params.srq         = iface->srq;
+    qp_params.send_cq     = iface->send_cq.get();
+    qp_params.recv_cq     = iface->recv_cq.get();
+    qp_params.srq         = iface->srq.get();
     unsigned inl;
     return verbs::create_connected_qp(iface->super.md->dev, qp_params, qp_p, &inl);
 }
