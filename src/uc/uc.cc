@@ -51,8 +51,8 @@ ucs_status_t create_uc_qp(uc_iface *iface, ibv_qp **qp_p, unsigned *max_inline =
     p.max_send_wr  = rd->super.settings.tx_queue_len;
     p.max_send_sge = max_sge;
     p.max_inline   = rd->settings.max_inline;
-    p.send_cq      = rd->send_cq;
-    p.recv_cq      = rd->recv_cq;
+    p.send_cq      = rd->send_cq.get();
+    p.recv_cq      = rd->recv_cq.get();
     p.srq          = iface->srq;
     unsigned inl;
     return verbs::create_connected_qp(rd->super.md->dev, p, qp_p,

@@ -153,9 +153,10 @@ ucs_status_t create_qp(ud_iface *iface)
     rd_iface *rd             = &iface->super;
     const verbs::device &dev = rd->super.md->dev;
     const rd_settings &s     = rd->settings;
-    ucs_status_t status = verbs::create_ud_qp(dev, *rd->super.port, rd->send_cq, rd->recv_cq,
-                                              s.common.tx_queue_len, s.common.rx_queue_len,
-                                              s.max_inline, qkey, &iface->qp, max_sge);
+    ucs_status_t status = verbs::create_ud_qp(dev, *rd->super.port, rd->send_cq.get(),
+                                              rd->recv_cq.get(), s.common.tx_queue_len,
+                                              s.common.rx_queue_len, s.max_inline, qkey,
+                                              &iface->qp, max_sge);
     if (status != UCS_OK) {
         return status;
     }
