@@ -528,12 +528,12 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     qp_params.send_cq     = iface->send_cq.get();
     qp_params.recv_cq     = iface->recv_cq.get();
     qp_params.srq         = iface->srq.get();
-    ibv_qp *probe;
+    verbs::qp probe;
     status = verbs::create_connected_qp(dev, qp_params, &probe, &iface->max_inline);
     if (status != UCS_OK) {
         return status;
     }
-    verbs::destroy_qp(probe);
+    probe.reset();
 
     // UCX_RC_ZV_MAX_RD_ATOMIC, capped to the device; peers are told what
     // our QPs serve, and issue no more than that (verbs::connect_qp).

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace zv::uc {
 
@@ -41,9 +42,9 @@ namespace {
 
 constexpr int qp_access = IBV_ACCESS_REMOTE_WRITE; // the peer's puts
 
-/// A UC queue pair on the interface's CQs and SRQ; *max_inline (optional)
-/// is what the device granted.
-ucs_status_t create_uc_qp(uc_iface *iface, ibv_qp **qp_p, unsigned *max_inline = nullptr)
+/// A UC queue pair on the interface's CQs and SRQ, into *qp_p; *max_inline
+/// (optional) is what the device granted.
+ucs_status_t create_uc_qp(uc_iface *iface, verbs::qp *qp_p, unsigned *max_inline = nullptr)
 {
     const rd_iface *rd = &iface->super;
     verbs::connected_qp_params p;
@@ -135,21 +136,20 @@ ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer
 }
 
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t peer_qpn,
-                            ibv_qp **qp_p)
+                            verbs::qp *qp_p)
 {
     auto *iface = static_cast<uc_iface *>(arg);
-    ibv_qp *qp;
+    verbs::qp qp;
     ucs_status_t status = create_uc_qp(iface, &qp);
     if (status != UCS_OK) {
         return status;
     }
-    status = connect_ep_qp(iface, qp, peer, peer_qpn);
+    status = connect_ep_qp(iface, qp.get(), peer, peer_qpn);
     if (status != UCS_OK) {
-        qp_released(iface, qp);
-        verbs::destroy_qp(qp);
+        qp_released(iface, qp.get()); // (then the QP goes, with its handle)
         return status;
     }
-    *qp_p = qp;
+    *qp_p = std::move(qp);
     return UCS_OK;
 }
 
@@ -189,16 +189,18 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     // unused: both directions then share it.
     ep->qp = iface->conn.claim(ep->peer, ep->peer_qpn);
     if (ep->qp == nullptr) {
-        status = create_uc_qp(iface, &ep->qp);
+        verbs::qp qp;
+        status = create_uc_qp(iface, &qp);
         if (status != UCS_OK) {
             ep_discard(ep);
             return status;
         }
+        ep->qp = iface->conn.take(std::move(qp), ep->peer, ep->peer_qpn);
     }
     ep_register(ep);
     rx_conn *conn = iface->by_qp.find(ep->qp->qp_num).conn;
     status        = set_qp(iface, ep->qp->qp_num, conn, ep) ?
-                    iface->conn.start(ep->id, ep->peer, ep->peer_qpn, ep->qp) :
+                    iface->conn.start(ep->id, ep->qp) :
                     UCS_ERR_NO_MEMORY;
     if (status != UCS_OK) {
         (void)set_qp(iface, ep->qp->qp_num, conn, nullptr);
@@ -663,12 +665,12 @@ ucs_status_t create_resources(uc_iface *iface)
         return UCS_ERR_NO_RESOURCE;
     }
     // Probe the inline size the device grants with a throw-away QP.
-    ibv_qp *probe;
+    verbs::qp probe;
     ucs_status_t status = create_uc_qp(iface, &probe, &rd->max_inline);
     if (status != UCS_OK) {
         return status;
     }
-    verbs::destroy_qp(probe);
+    probe.reset();
     // A peer costs one QP with a full send queue (both directions share
     // it), its endpoint and its receive connection.
     iface::conn_cost cost;
