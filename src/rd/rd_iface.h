@@ -501,8 +501,8 @@ inline ucs_time_t clock_now(rd_iface *iface)
 
 /// First half of opening: UCT's base interface and the completion queues.
 /// The transport then creates its QPs and sets max_payload, max_inline,
-/// rx_offset, addr_qpn and qkey. On failure, close_resources() and
-/// iface::cleanup() undo what was done.
+/// rx_offset, addr_qpn and qkey. On failure (and on a failure after it)
+/// the transport's iface_close() undoes what was done.
 [[nodiscard]] ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl,
                                       const uct_iface_ops_t *ops, uct_md_h md,
                                       uct_worker_h worker, const uct_iface_params_t *params,

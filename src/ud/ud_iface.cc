@@ -101,21 +101,20 @@ void conn_freed(rd_iface *rd, rx_conn *c)
     }
 }
 
-void destroy_resources(ud_iface *iface)
+/// Close, or undo an open that failed after open_begin(). The QP goes
+/// before the CQs it uses, which close_cqs() destroys before iface::cleanup()
+/// (the members would go after it): hence its reset. The AHs go where they
+/// always went; verbs only ask that they go before the md's PD.
+void iface_close(uct_iface_h uct_iface)
 {
-    rd_iface *rd = &iface->super;
+    ud_iface *iface = to_ud(uct_iface);
+    rd_iface *rd    = &iface->super;
+    close_begin(rd);
     iface->qp.reset();
     close_eps(rd);
     iface->ahs.clear();
     close_cqs(rd);
-}
-
-void iface_close(uct_iface_h uct_iface)
-{
-    ud_iface *iface = to_ud(uct_iface);
-    close_begin(&iface->super);
-    destroy_resources(iface);
-    iface::cleanup(&iface->super.super);
+    iface::cleanup(&rd->super);
     delete iface;
 }
 
@@ -186,10 +185,10 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
     }
     if (status != UCS_OK) {
         if (rd->tl != nullptr) { // (open_begin got as far as UCT's interface)
-            destroy_resources(iface);
-            iface::cleanup(&rd->super);
+            iface_close(&rd->super.super.super);
+        } else {
+            delete iface;
         }
-        delete iface;
         return status;
     }
     choose_progress(rd, progress<true>);
