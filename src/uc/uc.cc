@@ -54,7 +54,7 @@ ucs_status_t create_uc_qp(uc_iface *iface, verbs::qp *qp_p, unsigned *max_inline
     p.max_inline   = rd->settings.max_inline;
     p.send_cq      = rd->send_cq.get();
     p.recv_cq      = rd->recv_cq.get();
-    p.srq          = iface->srq;
+    p.srq          = iface->srq.get();
     unsigned inl;
     return verbs::create_connected_qp(rd->super.md->dev, p, qp_p,
                                       (max_inline != nullptr) ? max_inline : &inl);
@@ -572,17 +572,12 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
     return UCS_OK;
 }
 
-void destroy_resources(uc_iface *iface)
-{
-    rd_iface *rd = &iface->super;
-    close_eps(rd); // (their QPs go back to the connection manager)
-    iface->conn.shutdown(); // every QP it set up
-    if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
-        ucs_warn("%s: ibv_destroy_srq() failed: %m", rd->super.md->dev.name().c_str());
-    }
-    close_cqs(rd);
-}
-
+/// Close, or undo an open that failed after open_begin(). The connection
+/// manager's QPs (every connected QP) go before the SRQ and the CQs they
+/// use, the SRQ before the CQs and before the MRs of the receive buffers
+/// posted to it (the pools, destroyed with the interface). close_cqs()
+/// destroys the CQs before iface::cleanup(), and the members would go after
+/// it, pools first: hence the reset.
 void iface_close(uct_iface_h uct_iface)
 {
     uc_iface *iface = to_uc(uct_iface);
@@ -593,7 +588,10 @@ void iface_close(uct_iface_h uct_iface)
     rd->qp_resets     += iface->conn.resets();
     rd->reclaimed     += iface->conn.reclaimed();
     close_begin(rd);
-    destroy_resources(iface);
+    close_eps(rd); // (their QPs go back to the connection manager)
+    iface->conn.shutdown(); // every QP it set up
+    iface->srq.reset();
+    close_cqs(rd);
     iface::cleanup(&rd->super);
     delete iface;
 }
@@ -658,8 +656,8 @@ ucs_status_t create_resources(uc_iface *iface)
     ibv_srq_init_attr srq_attr = {};
     srq_attr.attr.max_wr       = rd->super.settings.rx_queue_len;
     srq_attr.attr.max_sge      = 1;
-    iface->srq = ibv_create_srq(dev.pd(), &srq_attr);
-    if (iface->srq == nullptr) {
+    iface->srq.reset(ibv_create_srq(dev.pd(), &srq_attr));
+    if (!iface->srq) {
         ucs_error("%s: ibv_create_srq(max_wr=%u) failed: %m", dev.name().c_str(),
                   rd->super.settings.rx_queue_len);
         return UCS_ERR_NO_RESOURCE;
@@ -719,14 +717,14 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
     }
     if (status == UCS_OK) {
         status = open_finish(rd, params, std::max(rd->max_payload, iface->settings.max_write),
-                             iface->srq, nullptr);
+                             iface->srq.get(), nullptr);
     }
     if (status != UCS_OK) {
         if (rd->tl != nullptr) { // (open_begin got as far as UCT's interface)
-            destroy_resources(iface);
-            iface::cleanup(&rd->super);
+            iface_close(&rd->super.super.super);
+        } else {
+            delete iface;
         }
-        delete iface;
         return status;
     }
     choose_progress(rd, progress<true>);
