@@ -556,7 +556,7 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     if (status != UCS_OK) {
         return status;
     }
-    ibv_comp_channel *conn_channel = (iface->event_epfd >= 0) ? iface->timer.channel :
+    ibv_comp_channel *conn_channel = (iface->event_epfd >= 0) ? iface->timer.channel.get() :
                                                                 iface->channel.get();
     status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout, conn_channel,
                               "UCX_RC_ZV_MAX_PEER_CONNS", true, t.max_dest_rd_atomic);

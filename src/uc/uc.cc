@@ -681,7 +681,7 @@ ucs_status_t create_resources(uc_iface *iface)
                                 connection_established, connection_failed,
                                 qp_released, nullptr};
     status = iface->conn.init(&rd->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
-                              rd->as.timer.channel, "UCX_UC_ZV_MAX_PEER_CONNS", true);
+                              rd->as.timer.channel.get(), "UCX_UC_ZV_MAX_PEER_CONNS", true);
     if (status != UCS_OK) {
         return status;
     }
