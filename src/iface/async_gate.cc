@@ -196,7 +196,7 @@ void wake(void *arg)
 void on_event(int, ucs_event_set_types_t, void *arg)
 {
     auto *t = static_cast<async_timer *>(arg);
-    drain(t->channel);
+    drain(t->channel.get());
     bool woke;
     {
         std::lock_guard<std::mutex> guard(t->lock);
@@ -221,8 +221,8 @@ ibv_comp_channel *async_timer_channel(async_timer *t, async_gate *g,
     if (!async_possible(async, tl)) {
         return nullptr;
     }
-    t->channel = ibv_create_comp_channel(ctx);
-    if (t->channel == nullptr) {
+    t->channel.reset(ibv_create_comp_channel(ctx));
+    if (!t->channel) {
         ucs_diag("%s: ibv_create_comp_channel() failed: %m: no progress while the "
                  "application computes", tl);
         return nullptr;
@@ -231,17 +231,16 @@ ibv_comp_channel *async_timer_channel(async_timer *t, async_gate *g,
     if ((flags < 0) || (fcntl(t->channel->fd, F_SETFL, flags | O_NONBLOCK) != 0)) {
         ucs_diag("%s: a non-blocking completion channel: %m: no progress while the "
                  "application computes", tl);
-        ibv_destroy_comp_channel(t->channel);
-        t->channel = nullptr;
+        t->channel.reset();
     }
-    return t->channel;
+    return t->channel.get();
 }
 
 void async_timer_begin(async_timer *t, ucs_async_event_cb_t tick, void *arg)
 {
     t->tick = tick;
     t->arg  = arg;
-    if (t->channel == nullptr) {
+    if (!t->channel) {
         return;
     }
     ucs_status_t status = ucs_async_set_event_handler(t->async->mode, t->channel->fd,
@@ -306,17 +305,14 @@ void async_timer_end(async_timer *t)
     if (t->gate != nullptr) { // (null: the interface failed before its CQs)
         t->gate->async_in.fetch_and(~async_gate::asleep, std::memory_order_release);
     }
-    if (t->channel != nullptr) {
-        drain(t->channel);
+    if (t->channel) {
+        drain(t->channel.get());
     }
 }
 
 void async_timer_destroy_channel(async_timer *t)
 {
-    if (t->channel != nullptr) {
-        ibv_destroy_comp_channel(t->channel);
-        t->channel = nullptr;
-    }
+    t->channel.reset();
 }
 
 

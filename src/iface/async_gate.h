@@ -4,16 +4,14 @@
 #ifndef ZV_IFACE_ASYNC_GATE_H
 #define ZV_IFACE_ASYNC_GATE_H
 
+#include "verbs/owned.h"
+
 #include <ucs/async/async_fwd.h>
 #include <ucs/time/time_def.h>
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
-
-struct ibv_comp_channel;
-struct ibv_context;
-struct ibv_cq;
 
 namespace zv::iface {
 
@@ -126,7 +124,9 @@ struct async_timer {
     ucs_async_event_cb_t tick     = nullptr;
     void                *arg      = nullptr;
     int                  timer_id = -1;
-    ibv_comp_channel    *channel  = nullptr; ///< null: no async side
+    /// Null: no async side. Destroyed by async_timer_destroy_channel(),
+    /// after the CQs on it, whose owners destroy them explicitly.
+    verbs::comp_channel  channel;
     bool                 fd_added = false;
     std::mutex           lock;
     bool                 asleep   = false;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <utility>
 
 namespace zv::iface {
 
@@ -26,22 +27,12 @@ conn_manager::~conn_manager()
 
 void conn_manager::shutdown()
 {
-    for (auto &c : m_channels) {
-        verbs::destroy_qp(c.second.qp);
-    }
+    // Every QP before the CQs it uses (the UD QP's here, the transport's
+    // after this returns); the AHs before the md's PD.
     m_channels.clear();
-    verbs::destroy_qp(m_qp);
-    m_qp = nullptr;
-    for (auto &a : m_ahs) {
-        if (ibv_destroy_ah(a.second) != 0) {
-            ucs_warn("ibv_destroy_ah() failed: %m");
-        }
-    }
+    m_qp.reset();
     m_ahs.clear();
-    if ((m_cq != nullptr) && (ibv_destroy_cq(m_cq) != 0)) {
-        ucs_warn("ibv_destroy_cq(connection cq) failed: %m");
-    }
-    m_cq = nullptr;
+    m_cq.reset();
     if ((m_rx_mr != nullptr) && (ibv_dereg_mr(m_rx_mr) != 0)) {
         ucs_warn("ibv_dereg_mr(connection buffers) failed: %m");
     }
@@ -79,12 +70,12 @@ ucs_status_t conn_manager::init(zv_iface *iface, ibv_qp_type transport,
     get_device_address(&iface->super.super, reinterpret_cast<uct_device_addr_t *>(&m_self));
 
     const verbs::device &dev = iface->md->dev;
-    m_cq = ibv_create_cq(dev.ctx(), rx_count + 64, nullptr, channel, 0);
-    if (m_cq == nullptr) {
+    m_cq.reset(ibv_create_cq(dev.ctx(), rx_count + 64, nullptr, channel, 0));
+    if (!m_cq) {
         ucs_error("%s: ibv_create_cq(connection) failed: %m", dev.name().c_str());
         return UCS_ERR_NO_RESOURCE;
     }
-    ucs_status_t status = verbs::create_ud_qp(dev, *iface->port, m_cq, m_cq, 64,
+    ucs_status_t status = verbs::create_ud_qp(dev, *iface->port, m_cq.get(), m_cq.get(), 64,
                                               rx_count, sizeof(conn_msg), qkey,
                                               &m_qp);
     if (status != UCS_OK) {
@@ -121,7 +112,7 @@ void conn_manager::post_recv(unsigned index)
     wr.sg_list   = &sge;
     wr.num_sge   = 1;
     ibv_recv_wr *bad;
-    int ret = ibv_post_recv(m_qp, &wr, &bad);
+    int ret = ibv_post_recv(m_qp.get(), &wr, &bad);
     if (ret != 0) {
         ucs_error("qp 0x%x: ibv_post_recv() failed: %s", m_qp->qp_num, strerror(ret));
         return;
@@ -131,7 +122,7 @@ void conn_manager::post_recv(unsigned index)
 
 void conn_manager::note_error(const ibv_wc &wc)
 {
-    if (!m_broken && verbs::qp_in_error(m_qp)) {
+    if (!m_broken && verbs::qp_in_error(m_qp.get())) {
         m_broken = true;
         ucs_diag("%s: connection qp 0x%x entered the error state (%s): reset once its "
                  "work has flushed", m_iface->md->dev.name().c_str(), m_qp->qp_num,
@@ -146,10 +137,10 @@ void conn_manager::recover()
     }
     if (m_rx_posted > 0) {
         // (receives posted as the QP failed may wait for a second flush)
-        verbs::flush_receives(m_qp, &m_flush_kicked, ucs_time_from_msec(10));
+        verbs::flush_receives(m_qp.get(), &m_flush_kicked, ucs_time_from_msec(10));
         return;
     }
-    if (verbs::reset_ud_qp(m_qp, *m_iface->port, qkey) != UCS_OK) {
+    if (verbs::reset_ud_qp(m_qp.get(), *m_iface->port, qkey) != UCS_OK) {
         return; // tried again on the next progress
     }
     m_broken = false;
@@ -184,17 +175,17 @@ ucs_status_t conn_manager::ah_for(const device_addr &peer, ibv_ah **ah_p)
     key.push_back(static_cast<uint8_t>(peer.lid >> 8));
     auto it = m_ahs.find(key);
     if (it != m_ahs.end()) {
-        *ah_p = it->second;
+        *ah_p = it->second.get();
         return UCS_OK;
     }
-    ibv_ah *ah;
+    verbs::ah ah;
     ucs_status_t status = verbs::create_ah(m_iface->md->dev, *m_iface->port,
                                            to_remote(peer), &ah);
     if (status != UCS_OK) {
         return status;
     }
-    m_ahs.emplace(std::move(key), ah);
-    *ah_p = ah;
+    *ah_p = ah.get();
+    m_ahs.emplace(std::move(key), std::move(ah));
     return UCS_OK;
 }
 
@@ -224,7 +215,7 @@ void conn_manager::poll_send()
         return; // send() answers NO_RESOURCE: the timer sends again
     }
     ibv_wc wc[std::size(m_stash)];
-    int n = ibv_poll_cq(m_cq, room, wc);
+    int n = ibv_poll_cq(m_cq.get(), room, wc);
     for (int i = 0; i < n; ++i) {
         if (!send_done(wc[i])) {
             m_stash[m_stash_count++] = wc[i];
@@ -263,7 +254,7 @@ ucs_status_t conn_manager::send(const device_addr &peer, uint32_t peer_ud_qpn,
     wr.wr.ud.remote_qpn  = peer_ud_qpn;
     wr.wr.ud.remote_qkey = qkey;
     ibv_send_wr *bad;
-    int ret = ibv_post_send(m_qp, &wr, &bad);
+    int ret = ibv_post_send(m_qp.get(), &wr, &bad);
     if (ret != 0) {
         ucs_error("qp 0x%x: ibv_post_send(connection message) failed: %s",
                   m_qp->qp_num, strerror(ret));
@@ -286,13 +277,13 @@ ibv_qp *conn_manager::claim(const device_addr &peer, uint32_t peer_ud_qpn)
     std::vector<uint32_t> dead;
     for (auto q = it->second.begin(); (q != it->second.end()) && (qp == nullptr);) {
         channel &ch = m_channels.at(*q);
-        if (verbs::qp_in_error(ch.qp)) {
+        if (verbs::qp_in_error(ch.qp.get())) {
             dead.push_back(*q); // its peer is gone, or the port failed
         } else if (!ch.probing) { // (a probe WR would overfill its send queue)
             ch.owned = true;
             end_asking(ch); // (the peer's answer no longer matters)
             m_idle.erase(*q);
-            qp = ch.qp;
+            qp = ch.qp.get();
         } else {
             ++q;
             continue;
@@ -308,16 +299,20 @@ ibv_qp *conn_manager::claim(const device_addr &peer, uint32_t peer_ud_qpn)
     return qp;
 }
 
-ucs_status_t conn_manager::start(uint64_t conn_id, const device_addr &peer,
-                                 uint32_t peer_ud_qpn, ibv_qp *qp)
+ibv_qp *conn_manager::take(verbs::qp qp, const device_addr &peer, uint32_t peer_ud_qpn)
 {
-    channel &ch = m_channels[qp->qp_num]; // a claimed QP is there already
-    if (ch.qp == nullptr) {
-        ch.peer        = peer;
-        ch.peer_ud_qpn = peer_ud_qpn;
-        ch.qp          = qp;
-        ch.owned       = true;
-    }
+    ibv_qp *used   = qp.get();
+    channel &ch    = m_channels[used->qp_num];
+    ch.peer        = peer;
+    ch.peer_ud_qpn = peer_ud_qpn;
+    ch.qp          = std::move(qp);
+    ch.owned       = true;
+    return used;
+}
+
+ucs_status_t conn_manager::start(uint64_t conn_id, ibv_qp *qp)
+{
+    channel &ch   = m_channels.at(qp->qp_num); // from take() or claim()
     ch.conn_id    = conn_id;
     ch.connecting = true;
     m_connecting[conn_id] = qp->qp_num;
@@ -417,17 +412,16 @@ void conn_manager::destroy(uint32_t qpn)
     }
     ucs_debug("qp 0x%x: destroying connected qp 0x%x (peer's 0x%x at UD qp 0x%x)",
               m_qp->qp_num, qpn, ch.remote_qpn, ch.peer_ud_qpn);
-    ibv_qp *qp = ch.qp;
+    verbs::qp qp = std::move(ch.qp); // destroyed last, once its transport heard
     m_channels.erase(it);
     if (m_cb.released != nullptr) {
-        m_cb.released(m_cb.arg, qp);
+        m_cb.released(m_cb.arg, qp.get());
     }
-    verbs::destroy_qp(qp);
 }
 
 ucs_status_t conn_manager::connect(channel &ch, uint32_t remote_qpn, uint8_t rd_atomic)
 {
-    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp, to_remote(ch.peer, rd_atomic),
+    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp.get(), to_remote(ch.peer, rd_atomic),
                                        remote_qpn);
     if (status != UCS_OK) {
         return status;
@@ -447,17 +441,17 @@ ucs_status_t conn_manager::reconnect(uint32_t qpn, ibv_qp **qp_p)
     channel &ch   = it->second;
     ibv_qp_attr a = {};
     a.qp_state    = IBV_QPS_RESET;
-    int ret       = ibv_modify_qp(ch.qp, &a, IBV_QP_STATE);
+    int ret       = ibv_modify_qp(ch.qp.get(), &a, IBV_QP_STATE);
     if (ret != 0) {
         ucs_error("qp 0x%x: modify to RESET failed: %s", qpn, strerror(ret));
         return UCS_ERR_IO_ERROR;
     }
-    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp, to_remote(ch.peer, ch.rd_atomic),
+    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp.get(), to_remote(ch.peer, ch.rd_atomic),
                                        ch.remote_qpn);
     if (status != UCS_OK) {
         return status;
     }
-    *qp_p = ch.qp;
+    *qp_p = ch.qp.get();
     return UCS_OK;
 }
 
@@ -570,7 +564,7 @@ void conn_manager::handle(const conn_msg &msg)
 bool conn_manager::peek()
 {
     if (m_stash_count == 0) {
-        int n         = ibv_poll_cq(m_cq, 16, m_stash);
+        int n         = ibv_poll_cq(m_cq.get(), 16, m_stash);
         m_stash_count = (n > 0) ? n : 0;
     }
     return m_stash_count > 0;
@@ -587,7 +581,7 @@ unsigned conn_manager::progress()
         m_stash_count = 0;
         count += handle_wcs(wc, kept);
     }
-    int n = ibv_poll_cq(m_cq, 16, wc);
+    int n = ibv_poll_cq(m_cq.get(), 16, wc);
     count += handle_wcs(wc, n);
     if (__builtin_expect(m_broken, 0)) {
         recover();

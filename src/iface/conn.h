@@ -4,6 +4,7 @@
 #define ZV_IFACE_CONN_H
 
 #include "iface/zv_iface.h"
+#include "verbs/owned.h"
 #include "verbs/qp.h"
 
 #include <atomic>
@@ -103,9 +104,9 @@ struct __attribute__((packed)) conn_msg {
 /// What the transport does for the connection manager (slow path).
 struct conn_callbacks {
     void *arg;
-    /// Create a passive QP connected to the peer's qpn.
+    /// Create a passive QP connected to the peer's qpn, into *qp_p.
     ucs_status_t (*accept)(void *arg, const verbs::remote_port &peer,
-                           uint32_t peer_qpn, ibv_qp **qp_p);
+                           uint32_t peer_qpn, verbs::qp *qp_p);
     /// Connect an endpoint's QP (given to start()) to the peer's qpn.
     ucs_status_t (*connect)(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
                             uint32_t peer_qpn);
@@ -121,8 +122,12 @@ struct conn_callbacks {
 };
 
 /// Owns the UD QP of one interface and every connected QP it has set up
-/// (passive ones, and those handed to it by start()). Not thread safe (one
-/// interface, one thread at a time, as UCT requires).
+/// (passive ones, and endpoints' new ones handed to it by take()): an
+/// endpoint only uses its QP, from take() or claim() until release(). A
+/// QP is shared by design (an endpoint at each end, the manager closing it
+/// with the peer after the endpoint left), so the manager owns it, not the
+/// endpoint. Not thread safe (one interface, one thread at a time, as UCT
+/// requires).
 class conn_manager {
 public:
     conn_manager() = default;
@@ -145,24 +150,26 @@ public:
     /// calls it before it destroys the SRQ and CQs the QPs use.
     void shutdown();
 
-    ibv_cq *cq() const { return m_cq; }
+    ibv_cq *cq() const { return m_cq.get(); }
     /// Poll completions into a stash for the next progress(); true if any.
     bool peek();
 
     uint32_t ud_qpn() const { return m_qp->qp_num; }
 
     /// A QP to the peer interface that it connected here and no endpoint
-    /// uses (share only), now the caller's; null if none. The caller then
-    /// start()s with it like with a new QP.
+    /// uses (share only), now the caller's to use; null if none. The
+    /// caller then start()s with it like with a new QP.
     ibv_qp *claim(const device_addr &peer, uint32_t peer_ud_qpn);
-    /// Start connecting conn_id over 'qp' (new, in INIT, or claimed): send
-    /// REQ to the peer's UD QP. The manager owns qp from here on; the
-    /// caller gives it back with release().
-    [[nodiscard]] ucs_status_t start(uint64_t conn_id, const device_addr &peer,
-                                     uint32_t peer_ud_qpn, ibv_qp *qp);
-    /// The caller is done with qp (from start(); any other is destroyed at
-    /// once). Nothing of the caller's may be left posted on it. It is
-    /// destroyed when the peer is done with its end too.
+    /// A new QP (in RESET) of an endpoint towards the peer interface: the
+    /// manager owns it from here on, the caller uses what this returns.
+    ibv_qp *take(verbs::qp qp, const device_addr &peer, uint32_t peer_ud_qpn);
+    /// Start connecting conn_id over 'qp' (from take() or claim()): send
+    /// REQ to the peer's UD QP.
+    [[nodiscard]] ucs_status_t start(uint64_t conn_id, ibv_qp *qp);
+    /// The caller is done with qp (from take() or claim(), started or
+    /// not). Nothing of the caller's may be left posted on it. It is
+    /// destroyed when the peer is done with its end too (at once if the
+    /// peer never heard of it).
     void release(ibv_qp *qp);
 
     /// Bring a connected QP of ours that entered the error state back to
@@ -209,7 +216,7 @@ private:
     struct channel {
         device_addr       peer;
         uint32_t          peer_ud_qpn = 0;
-        ibv_qp           *qp          = nullptr;
+        verbs::qp         qp;
         uint32_t          remote_qpn  = 0;     ///< 0 until connected
         uint8_t           rd_atomic   = 0;     ///< what the peer serves
         uint64_t          conn_id     = 0;     ///< while connecting
@@ -297,8 +304,8 @@ private:
     uint8_t                            m_rd_atomic = 0; ///< what our QPs serve
     conn_callbacks                     m_cb      = {};
     clock::duration                    m_timeout = {};
-    ibv_cq                            *m_cq      = nullptr;
-    ibv_qp                            *m_qp      = nullptr;
+    verbs::cq                          m_cq;
+    verbs::qp                          m_qp;
     char                              *m_rx_mem  = nullptr;
     ibv_mr                            *m_rx_mr   = nullptr;
     unsigned                           m_tx_outstanding = 0;
@@ -327,7 +334,7 @@ private:
     uint64_t                           m_spoofed = 0;
     uint64_t                           m_refused = 0;
     bool                               m_warned  = false;
-    std::map<std::vector<uint8_t>, ibv_ah *> m_ahs;
+    std::map<std::vector<uint8_t>, verbs::ah> m_ahs;
     /// What busy() answers: set when a connection starts opening or
     /// closing, recomputed at the end of every progress() (which is then
     /// called on every interface progress until it is false again).

@@ -6,6 +6,8 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <utility>
+
 namespace zv::iface {
 
 void conn_manager::handle_req(const conn_msg &msg)
@@ -87,7 +89,7 @@ void conn_manager::handle_req(const conn_msg &msg)
         }
         return; // the peer's endpoint times out (CONN_TIMEOUT)
     }
-    ibv_qp *qp;
+    verbs::qp qp;
     if (m_cb.accept(m_cb.arg, to_remote(msg.dev, msg.rd_atomic), their, &qp) != UCS_OK) {
         if (n == 0) {
             m_per_peer.erase(pk);
@@ -95,18 +97,19 @@ void conn_manager::handle_req(const conn_msg &msg)
         return; // logged by accept; the peer retries
     }
     ++n;
-    channel &ch    = m_channels[qp->qp_num];
-    ch.peer        = msg.dev;
-    ch.peer_ud_qpn = msg.ud_qpn;
-    ch.qp          = qp;
-    ch.remote_qpn  = their;
-    ch.passive     = true;
-    m_by_remote[remote_key(pk.first, pk.second, their)] = qp->qp_num;
+    const uint32_t qpn = qp->qp_num;
+    channel &ch        = m_channels[qpn];
+    ch.peer            = msg.dev;
+    ch.peer_ud_qpn     = msg.ud_qpn;
+    ch.qp              = std::move(qp);
+    ch.remote_qpn      = their;
+    ch.passive         = true;
+    m_by_remote[remote_key(pk.first, pk.second, their)] = qpn;
     if (m_share) {
-        m_unused[pk].insert(qp->qp_num);
+        m_unused[pk].insert(qpn);
     }
     make_idle(ch);
-    (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qp->qp_num, 0));
+    (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qpn, 0));
 }
 
 } // namespace zv::iface

@@ -13,9 +13,8 @@ void conn_manager::release(ibv_qp *qp)
         return;
     }
     auto it = m_channels.find(qp->qp_num);
-    if ((it == m_channels.end()) || (it->second.qp != qp)) {
-        verbs::destroy_qp(qp); // never started
-        return;
+    if ((it == m_channels.end()) || (it->second.qp.get() != qp)) {
+        return; // not the manager's: take() and claim() give only its own
     }
     channel &ch = it->second;
     ch.owned    = false;
@@ -86,7 +85,7 @@ void conn_manager::start_probes(clock::time_point now)
             ch.asking = true; // does the peer still use its end? (see conn.h)
             ++m_probes;
             begin_close(ch);
-        } else if (m_cb.probe(m_cb.arg, ch.qp) == UCS_OK) {
+        } else if (m_cb.probe(m_cb.arg, ch.qp.get()) == UCS_OK) {
             ch.probing = true;
             ++m_probes;
         }

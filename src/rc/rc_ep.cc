@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace zv::rc {
 
@@ -58,16 +59,16 @@ constexpr int remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               IBV_ACCESS_REMOTE_ATOMIC;
 
 /// An RC QP on the interface's CQs and SRQ, with a full send queue (an
-/// endpoint's, or a passive one an endpoint may adopt).
-ucs_status_t create_qp(rc_iface *iface, ibv_qp **qp_p)
+/// endpoint's, or a passive one an endpoint may adopt), into *qp_p.
+ucs_status_t create_qp(rc_iface *iface, verbs::qp *qp_p)
 {
     verbs::connected_qp_params qp_params;
     qp_params.type        = IBV_QPT_RC;
     qp_params.max_send_wr = iface->super.settings.tx_queue_len;
     qp_params.max_inline  = iface->settings.max_inline;
-    qp_params.send_cq     = iface->send_cq;
-    qp_params.recv_cq     = iface->recv_cq;
-    qp_params.srq         = iface->srq;
+    qp_params.send_cq     = iface->send_cq.get();
+    qp_params.recv_cq     = iface->recv_cq.get();
+    qp_params.srq         = iface->srq.get();
     unsigned inl;
     return verbs::create_connected_qp(iface->super.md->dev, qp_params, qp_p, &inl);
 }
@@ -376,12 +377,14 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     // is unused: both directions then share it.
     ep->qp = iface->conn.claim(ep->peer, ep->peer_ud_qpn);
     if (ep->qp == nullptr) {
-        status = create_qp(iface, &ep->qp);
+        verbs::qp qp;
+        status = create_qp(iface, &qp);
         if (status != UCS_OK) {
             ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
             delete ep;
             return status;
         }
+        ep->qp = iface->conn.take(std::move(qp), ep->peer, ep->peer_ud_qpn);
     }
 
     if (iface->free_slots.empty()) {
@@ -395,7 +398,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     ep->wr_id_base = static_cast<uint64_t>(ep->slot) << 32;
     ep->conn_id = iface->next_conn_id++;
     iface->connecting.emplace(ep->conn_id, ep);
-    status = iface->conn.start(ep->conn_id, ep->peer, ep->peer_ud_qpn, ep->qp);
+    status = iface->conn.start(ep->conn_id, ep->qp);
     if (status != UCS_OK) {
         iface->connecting.erase(ep->conn_id);
         ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
@@ -462,17 +465,17 @@ ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer
 }
 
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer,
-                            uint32_t peer_qpn, ibv_qp **qp_p)
+                            uint32_t peer_qpn, verbs::qp *qp_p)
 {
     // A full send queue: an endpoint of ours may adopt it (conn_manager::claim).
     rc_iface *iface     = static_cast<rc_iface *>(arg);
-    ucs_status_t status = create_qp(iface, qp_p);
-    if (status != UCS_OK) {
-        return status;
+    verbs::qp qp;
+    ucs_status_t status = create_qp(iface, &qp);
+    if (status == UCS_OK) {
+        status = connect_ep_qp(iface, qp.get(), peer, peer_qpn);
     }
-    status = connect_ep_qp(iface, *qp_p, peer, peer_qpn);
-    if (status != UCS_OK) {
-        verbs::destroy_qp(*qp_p);
+    if (status == UCS_OK) {
+        *qp_p = std::move(qp);
     }
     return status;
 }

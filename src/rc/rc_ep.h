@@ -31,6 +31,8 @@ struct rc_ep {
 
     uct_base_ep_t       super;
     rc_iface           *iface;
+    /// The connection manager's (from take() or claim()), used until
+    /// release(): it outlives the endpoint, and the peer's may share it.
     ibv_qp             *qp           = nullptr;
     uint32_t            slot         = 0;
     uint64_t            wr_id_base   = 0;   ///< slot << 32: the WRs' ids (make_wr_id)
@@ -137,7 +139,7 @@ constexpr void fill_ep_ops(uct_iface_ops_t &ops, bool atomics)
 
 /// Connection callbacks used by the interface's connection manager.
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer,
-                            uint32_t peer_qpn, ibv_qp **qp_p);
+                            uint32_t peer_qpn, verbs::qp *qp_p);
 ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
                            uint32_t peer_qpn);
 void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn);

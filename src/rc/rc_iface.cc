@@ -74,7 +74,7 @@ void release_rx(uct_recv_desc_t *self, void *desc)
 [[gnu::always_inline]] inline unsigned poll_rx(rc_iface *iface)
 {
     ibv_wc wc[rx_poll_batch];
-    int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
+    int n = ibv_poll_cq(iface->recv_cq.get(), rx_poll_batch, wc);
     handle_rx(iface, wc, n);
     iface->rx_ring.refill();
     return static_cast<unsigned>(n > 0 ? n : 0);
@@ -83,7 +83,7 @@ void release_rx(uct_recv_desc_t *self, void *desc)
 [[gnu::always_inline]] inline unsigned poll_tx(rc_iface *iface)
 {
     ibv_wc wc[tx_poll_batch];
-    int n = ibv_poll_cq(iface->send_cq, tx_poll_batch, wc);
+    int n = ibv_poll_cq(iface->send_cq.get(), tx_poll_batch, wc);
     // (Inside progress: endpoints destroyed by completion callbacks are
     // freed when it returns.)
     for (int i = 0; i < n; ++i) {
@@ -172,7 +172,7 @@ void arm_srq_limit(rc_iface *iface)
 {
     ibv_srq_attr attr = {};
     attr.srq_limit    = std::max(1u, iface->super.settings.rx_queue_len / 4);
-    int ret           = ibv_modify_srq(iface->srq, &attr, IBV_SRQ_LIMIT);
+    int ret           = ibv_modify_srq(iface->srq.get(), &attr, IBV_SRQ_LIMIT);
     if (ret != 0) {
         ucs_debug("%s: rc_zv: cannot arm the SRQ limit: %s",
                   iface->super.md->dev.name().c_str(), strerror(ret));
@@ -193,9 +193,17 @@ void refill_srq(rc_iface *iface)
 
 // ---------------------------------------------------------------- iface ops
 
-void destroy_resources(rc_iface *iface)
+/// Close, or undo an open that failed after iface::init(). The async side
+/// stops before anything it runs goes; then verbs' order: the connection
+/// manager's QPs (every connected QP) before the SRQ and CQs they use, the
+/// CQs before their channel (the manager's CQ before the timer's channel),
+/// and the SRQ before the MRs of the receive buffers posted to it (the
+/// pools, destroyed with the interface). The members would go the other
+/// way round, pools first, and after iface::cleanup(): hence the resets.
+void iface_close(uct_iface_h uct_iface)
 {
-    const char *dev = iface->super.md->dev.name().c_str();
+    rc_iface *iface = to_rc(uct_iface);
+    uct_base_iface_progress_disable(uct_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     async_close(iface); // first: nothing runs the manager from the async side after it
     for (rc_ep *ep : iface->slots) {
         if (ep != nullptr) {
@@ -214,18 +222,10 @@ void destroy_resources(rc_iface *iface)
                   iface->conn.resets());
     }
     iface->conn.shutdown();
-    if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
-        ucs_warn("%s: ibv_destroy_srq() failed: %m", dev);
-    }
-    if ((iface->recv_cq != nullptr) && (ibv_destroy_cq(iface->recv_cq) != 0)) {
-        ucs_warn("%s: ibv_destroy_cq(recv) failed: %m", dev);
-    }
-    if ((iface->send_cq != nullptr) && (ibv_destroy_cq(iface->send_cq) != 0)) {
-        ucs_warn("%s: ibv_destroy_cq(send) failed: %m", dev);
-    }
-    if ((iface->channel != nullptr) && (ibv_destroy_comp_channel(iface->channel) != 0)) {
-        ucs_warn("%s: ibv_destroy_comp_channel() failed: %m", dev);
-    }
+    iface->srq.reset();
+    iface->recv_cq.reset();
+    iface->send_cq.reset();
+    iface->channel.reset();
     iface::async_timer_destroy_channel(&iface->timer); // (after the manager's CQ)
     for (int *fd : {&iface->event_epfd, &iface->notify_fd}) {
         if (*fd >= 0) {
@@ -236,13 +236,6 @@ void destroy_resources(rc_iface *iface)
     for (tx_op *chunk : iface->op_chunks) {
         delete[] chunk;
     }
-}
-
-void iface_close(uct_iface_h uct_iface)
-{
-    rc_iface *iface = to_rc(uct_iface);
-    uct_base_iface_progress_disable(uct_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    destroy_resources(iface);
     iface::cleanup(&iface->super);
     delete iface;
 }
@@ -376,7 +369,7 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
 
     // Acknowledge events already signalled (the fd is non-blocking), and
     // what the async side raised for the worker.
-    while (ibv_get_cq_event(iface->channel, &cq, &ctx) == 0) {
+    while (ibv_get_cq_event(iface->channel.get(), &cq, &ctx) == 0) {
         ibv_ack_cq_events(cq, 1);
         busy = true;
     }
@@ -389,8 +382,8 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
     }
     // (The manager's CQ is the async side's when there is one: it answers
     // a connecting peer itself, and raises notify_fd for the worker.)
-    if ((ibv_req_notify_cq(iface->send_cq, 0) != 0) ||
-        (ibv_req_notify_cq(iface->recv_cq, 0) != 0) ||
+    if ((ibv_req_notify_cq(iface->send_cq.get(), 0) != 0) ||
+        (ibv_req_notify_cq(iface->recv_cq.get(), 0) != 0) ||
         ((iface->event_epfd < 0) && (ibv_req_notify_cq(iface->conn.cq(), 0) != 0))) {
         ucs_error("%s: ibv_req_notify_cq() failed: %m",
                   iface->super.md->dev.name().c_str());
@@ -400,9 +393,9 @@ ucs_status_t event_arm(uct_iface_h uct_iface, unsigned events)
     // resources a pending request waits for, and connection traffic must
     // be answered.
     (void)events;
-    int n = ibv_poll_cq(iface->recv_cq, stash_len, iface->stash_rx);
+    int n = ibv_poll_cq(iface->recv_cq.get(), stash_len, iface->stash_rx);
     iface->stash_rx_count = (n > 0) ? static_cast<unsigned>(n) : 0;
-    n = ibv_poll_cq(iface->send_cq, stash_len, iface->stash_tx);
+    n = ibv_poll_cq(iface->send_cq.get(), stash_len, iface->stash_tx);
     iface->stash_tx_count = (n > 0) ? static_cast<unsigned>(n) : 0;
     iface->stash_pending  = (iface->stash_rx_count + iface->stash_tx_count > 0);
     iface::worker_scope scope(&iface->gate); // (the manager is the async side's too)
@@ -471,8 +464,8 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     const rc_settings &s     = iface->settings;
     const char *name         = dev.name().c_str();
 
-    iface->channel = ibv_create_comp_channel(dev.ctx());
-    if (iface->channel == nullptr) {
+    iface->channel.reset(ibv_create_comp_channel(dev.ctx()));
+    if (!iface->channel) {
         ucs_error("%s: ibv_create_comp_channel() failed: %m", name);
         return UCS_ERR_IO_ERROR;
     }
@@ -483,12 +476,13 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     }
     // 1/16 of the send CQ (at least one entry) is kept for signaled tails.
     iface->tx_cq_limit = s.tx_cq_len - std::max(1u, s.tx_cq_len / 16);
-    iface->send_cq = ibv_create_cq(dev.ctx(), static_cast<int>(s.tx_cq_len), nullptr,
-                                   iface->channel, 0);
-    iface->recv_cq = (iface->send_cq == nullptr) ? nullptr :
-                     ibv_create_cq(dev.ctx(), static_cast<int>(s.common.rx_queue_len),
-                                   nullptr, iface->channel, 0);
-    if ((iface->send_cq == nullptr) || (iface->recv_cq == nullptr)) {
+    iface->send_cq.reset(ibv_create_cq(dev.ctx(), static_cast<int>(s.tx_cq_len), nullptr,
+                                       iface->channel.get(), 0));
+    if (iface->send_cq) {
+        iface->recv_cq.reset(ibv_create_cq(dev.ctx(), static_cast<int>(s.common.rx_queue_len),
+                                           nullptr, iface->channel.get(), 0));
+    }
+    if (!iface->send_cq || !iface->recv_cq) {
         ucs_error("%s: ibv_create_cq() failed: %m", name);
         return UCS_ERR_NO_RESOURCE;
     }
@@ -496,8 +490,8 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     ibv_srq_init_attr srq_attr = {};
     srq_attr.attr.max_wr       = s.common.rx_queue_len;
     srq_attr.attr.max_sge      = 1;
-    iface->srq = ibv_create_srq(dev.pd(), &srq_attr);
-    if (iface->srq == nullptr) {
+    iface->srq.reset(ibv_create_srq(dev.pd(), &srq_attr));
+    if (!iface->srq) {
         ucs_error("%s: ibv_create_srq(max_wr=%u) failed: %m", name,
                   s.common.rx_queue_len);
         return UCS_ERR_NO_RESOURCE;
@@ -531,15 +525,15 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     qp_params.type        = IBV_QPT_RC;
     qp_params.max_send_wr = s.common.tx_queue_len;
     qp_params.max_inline  = s.max_inline;
-    qp_params.send_cq     = iface->send_cq;
-    qp_params.recv_cq     = iface->recv_cq;
-    qp_params.srq         = iface->srq;
-    ibv_qp *probe;
+    qp_params.send_cq     = iface->send_cq.get();
+    qp_params.recv_cq     = iface->recv_cq.get();
+    qp_params.srq         = iface->srq.get();
+    verbs::qp probe;
     status = verbs::create_connected_qp(dev, qp_params, &probe, &iface->max_inline);
     if (status != UCS_OK) {
         return status;
     }
-    verbs::destroy_qp(probe);
+    probe.reset();
 
     // UCX_RC_ZV_MAX_RD_ATOMIC, capped to the device; peers are told what
     // our QPs serve, and issue no more than that (verbs::connect_qp).
@@ -562,13 +556,14 @@ ucs_status_t create_resources(rc_iface *iface, const uct_iface_params_t *params)
     if (status != UCS_OK) {
         return status;
     }
-    status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout,
-                              (iface->event_epfd >= 0) ? iface->timer.channel : iface->channel,
+    ibv_comp_channel *conn_channel = (iface->event_epfd >= 0) ? iface->timer.channel.get() :
+                                                                iface->channel.get();
+    status = iface->conn.init(&iface->super, IBV_QPT_RC, cb, s.conn_timeout, conn_channel,
                               "UCX_RC_ZV_MAX_PEER_CONNS", true, t.max_dest_rd_atomic);
     if (status != UCS_OK) {
         return status;
     }
-    iface->rx_ring.init(&iface->rx_pool, iface->srq, nullptr, s.common.rx_queue_len,
+    iface->rx_ring.init(&iface->rx_pool, iface->srq.get(), nullptr, s.common.rx_queue_len,
                         s.rx_batch);
     status = iface->rx_ring.fill(name, "rc_zv", "UCX_RC_ZV_RX_QUEUE_LEN");
     if (status != UCS_OK) {
@@ -586,7 +581,7 @@ void handle_event(iface::zv_iface *base, const verbs::async_event &ev)
     progress_guard guard(iface); // error callbacks may destroy endpoints
     switch (ev.what) {
     case verbs::async_event::kind::srq_limit:
-        if (ev.srq == iface->srq) {
+        if (ev.srq == iface->srq.get()) {
             refill_srq(iface);
         }
         break;
@@ -663,9 +658,7 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
     iface->super.tl_name  = "rc_zv";
     status          = create_resources(iface, params);
     if (status != UCS_OK) {
-        destroy_resources(iface);
-        iface::cleanup(&iface->super);
-        delete iface;
+        iface_close(&iface->super.super.super); // what create_resources() made
         return status;
     }
     // A peer costs one QP with a full send queue: our endpoint's and the

@@ -8,6 +8,7 @@
 #include "iface/conn.h"
 #include "iface/rx_ring.h"
 #include "iface/zv_iface.h"
+#include "verbs/owned.h"
 #include "verbs/qp.h"
 
 #include <atomic>
@@ -68,13 +69,14 @@ struct async_outcome {
 };
 
 /// The rc_zv interface. 'super' first: UCT casts uct_iface_h to it.
+/// iface_close() destroys the verbs objects in their order (see there).
 struct rc_iface {
     iface::zv_iface         super;
     rc_settings             settings;
-    ibv_comp_channel       *channel  = nullptr;
-    ibv_cq                 *send_cq  = nullptr;
-    ibv_cq                 *recv_cq  = nullptr;
-    ibv_srq                *srq      = nullptr;
+    verbs::comp_channel     channel;
+    verbs::cq               send_cq;
+    verbs::cq               recv_cq;
+    verbs::srq              srq;
     iface::buffer_pool      rx_pool;
     iface::buffer_pool      tx_pool;
     iface::release_desc     release_desc;

@@ -50,7 +50,7 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
         }
         // A packet that came before the CQs were armed raises no event:
         // once armed, a run that finds nothing means none came.
-        ibv_cq *const cqs[] = {iface->recv_cq, iface->conn_cq};
+        ibv_cq *const cqs[] = {iface->recv_cq.get(), iface->conn_cq};
         if (idle(iface) && iface::async_timer_arm(&as.timer, cqs, 2) &&
             (iface->core_progress(iface) == 0) && idle(iface)) {
             iface::async_timer_sleep(&as.timer);

@@ -18,7 +18,9 @@ struct rd_ep {
     uint32_t            peer_conn   = 0;  ///< the peer's rx_conn id, once connected
     uint32_t            peer_qpn    = 0;
     iface::device_addr  peer        = {};
-    ibv_qp             *qp          = nullptr; ///< what it sends on
+    /// What it sends on, not its own: the interface's (ud_zv) or the
+    /// connection manager's (uc_zv, until ep_freed() releases it).
+    ibv_qp             *qp          = nullptr;
     ibv_ah             *ah          = nullptr; ///< of the peer, on a datagram QP
     /// Its QP's send queue: the interface's (ud_zv) or own_sq (uc_zv).
     send_queue         *sq          = nullptr;

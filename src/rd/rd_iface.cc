@@ -18,7 +18,7 @@ unsigned poll_tx(rd_iface *iface)
 {
     unsigned n = 0;
     if (iface->tx_wc_next == iface->tx_wc_count) {
-        int got = ibv_poll_cq(iface->send_cq, tx_poll_batch, iface->tx_wc);
+        int got = ibv_poll_cq(iface->send_cq.get(), tx_poll_batch, iface->tx_wc);
         if (got <= 0) {
             return 0;
         }
@@ -150,12 +150,15 @@ ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl, const uct_iface
     ibv_comp_channel *channel = iface::async_timer_channel(&iface->as.timer, &iface->as.gate,
                                                            iface->super.super.worker->async,
                                                            dev.ctx(), tl->name);
-    iface->send_cq = ibv_create_cq(dev.ctx(), static_cast<int>(settings.common.tx_queue_len),
-                                   nullptr, nullptr, 0);
-    iface->recv_cq = (iface->send_cq == nullptr) ? nullptr :
-                     ibv_create_cq(dev.ctx(), static_cast<int>(settings.common.rx_queue_len),
-                                   nullptr, channel, 0);
-    if ((iface->send_cq == nullptr) || (iface->recv_cq == nullptr)) {
+    iface->send_cq.reset(ibv_create_cq(dev.ctx(),
+                                       static_cast<int>(settings.common.tx_queue_len),
+                                       nullptr, nullptr, 0));
+    if (iface->send_cq) {
+        iface->recv_cq.reset(ibv_create_cq(dev.ctx(),
+                                           static_cast<int>(settings.common.rx_queue_len),
+                                           nullptr, channel, 0));
+    }
+    if (!iface->send_cq || !iface->recv_cq) {
         ucs_error("%s: %s: ibv_create_cq() failed: %m", dev.name().c_str(), tl->name);
         return UCS_ERR_NO_RESOURCE;
     }
@@ -282,13 +285,10 @@ void close_eps(rd_iface *iface)
 
 void close_cqs(rd_iface *iface)
 {
-    const char *dev = iface->super.md->dev.name().c_str();
-    if ((iface->recv_cq != nullptr) && (ibv_destroy_cq(iface->recv_cq) != 0)) {
-        ucs_warn("%s: ibv_destroy_cq(recv) failed: %m", dev);
-    }
-    if ((iface->send_cq != nullptr) && (ibv_destroy_cq(iface->send_cq) != 0)) {
-        ucs_warn("%s: ibv_destroy_cq(send) failed: %m", dev);
-    }
+    // Not left to the members: the channel recv_cq is on (the async side's
+    // timer's) must go after it.
+    iface->recv_cq.reset();
+    iface->send_cq.reset();
     iface::async_timer_destroy_channel(&iface->as.timer); // (after every CQ on it)
 }
 

@@ -12,6 +12,7 @@
 #include "iface/zv_iface.h"
 #include "rd/rd_async.h"
 #include "rd/rel.h"
+#include "verbs/owned.h"
 #include "verbs/qp.h"
 
 #include <cstring>
@@ -371,11 +372,12 @@ struct rd_iface {
     iface::zv_iface          super;
     const rd_transport      *tl       = nullptr;
     rd_settings              settings;
-    ibv_cq                  *send_cq  = nullptr;
-    ibv_cq                  *recv_cq  = nullptr;
+    /// Destroyed by close_cqs(), after the transport's QPs on them.
+    verbs::cq                send_cq;
+    verbs::cq                recv_cq;
     /// A CQ of the transport's own that a peer's first packet reaches
-    /// (uc_zv's connection manager): armed with recv_cq when the async
-    /// side's timer sleeps.
+    /// (uc_zv's connection manager, which owns it): armed with recv_cq
+    /// when the async side's timer sleeps.
     ibv_cq                  *conn_cq  = nullptr;
     iface::buffer_pool       rx_pool;
     iface::rx_ring           rx_ring;
@@ -499,8 +501,8 @@ inline ucs_time_t clock_now(rd_iface *iface)
 
 /// First half of opening: UCT's base interface and the completion queues.
 /// The transport then creates its QPs and sets max_payload, max_inline,
-/// rx_offset, addr_qpn and qkey. On failure, close_resources() and
-/// iface::cleanup() undo what was done.
+/// rx_offset, addr_qpn and qkey. On failure (and on a failure after it)
+/// the transport's iface_close() undoes what was done.
 [[nodiscard]] ucs_status_t open_begin(rd_iface *iface, const rd_transport *tl,
                                       const uct_iface_ops_t *ops, uct_md_h md,
                                       uct_worker_h worker, const uct_iface_params_t *params,
@@ -513,7 +515,8 @@ inline ucs_time_t clock_now(rd_iface *iface)
 /// Free every endpoint and receive connection (before the transport
 /// destroys its QPs' peers' state).
 void close_eps(rd_iface *iface);
-/// Free the completion queues (the transport destroyed its QPs).
+/// Destroy the completion queues, then the async side's channel they are
+/// on (the transport destroyed its QPs).
 void close_cqs(rd_iface *iface);
 /// Log the statistics, drop a held packet: first thing at close.
 void close_begin(rd_iface *iface);

@@ -116,7 +116,7 @@ void send_acks(rd_iface *iface, ucs_time_t now)
 template <bool Faults> unsigned poll_rx(rd_iface *iface)
 {
     ibv_wc wc[rx_poll_batch];
-    int n = ibv_poll_cq(iface->recv_cq, rx_poll_batch, wc);
+    int n = ibv_poll_cq(iface->recv_cq.get(), rx_poll_batch, wc);
     for (int i = 0; i < n; ++i) {
         auto *b = reinterpret_cast<iface::buffer *>(wc[i].wr_id);
         iface->rx_ring.consumed();

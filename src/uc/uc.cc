@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace zv::uc {
 
@@ -41,9 +42,9 @@ namespace {
 
 constexpr int qp_access = IBV_ACCESS_REMOTE_WRITE; // the peer's puts
 
-/// A UC queue pair on the interface's CQs and SRQ; *max_inline (optional)
-/// is what the device granted.
-ucs_status_t create_uc_qp(uc_iface *iface, ibv_qp **qp_p, unsigned *max_inline = nullptr)
+/// A UC queue pair on the interface's CQs and SRQ, into *qp_p; *max_inline
+/// (optional) is what the device granted.
+ucs_status_t create_uc_qp(uc_iface *iface, verbs::qp *qp_p, unsigned *max_inline = nullptr)
 {
     const rd_iface *rd = &iface->super;
     verbs::connected_qp_params p;
@@ -51,9 +52,9 @@ ucs_status_t create_uc_qp(uc_iface *iface, ibv_qp **qp_p, unsigned *max_inline =
     p.max_send_wr  = rd->super.settings.tx_queue_len;
     p.max_send_sge = max_sge;
     p.max_inline   = rd->settings.max_inline;
-    p.send_cq      = rd->send_cq;
-    p.recv_cq      = rd->recv_cq;
-    p.srq          = iface->srq;
+    p.send_cq      = rd->send_cq.get();
+    p.recv_cq      = rd->recv_cq.get();
+    p.srq          = iface->srq.get();
     unsigned inl;
     return verbs::create_connected_qp(rd->super.md->dev, p, qp_p,
                                       (max_inline != nullptr) ? max_inline : &inl);
@@ -135,21 +136,20 @@ ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer
 }
 
 ucs_status_t accept_passive(void *arg, const verbs::remote_port &peer, uint32_t peer_qpn,
-                            ibv_qp **qp_p)
+                            verbs::qp *qp_p)
 {
     auto *iface = static_cast<uc_iface *>(arg);
-    ibv_qp *qp;
+    verbs::qp qp;
     ucs_status_t status = create_uc_qp(iface, &qp);
     if (status != UCS_OK) {
         return status;
     }
-    status = connect_ep_qp(iface, qp, peer, peer_qpn);
+    status = connect_ep_qp(iface, qp.get(), peer, peer_qpn);
     if (status != UCS_OK) {
-        qp_released(iface, qp);
-        verbs::destroy_qp(qp);
+        qp_released(iface, qp.get()); // (then the QP goes, with its handle)
         return status;
     }
-    *qp_p = qp;
+    *qp_p = std::move(qp);
     return UCS_OK;
 }
 
@@ -189,16 +189,18 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     // unused: both directions then share it.
     ep->qp = iface->conn.claim(ep->peer, ep->peer_qpn);
     if (ep->qp == nullptr) {
-        status = create_uc_qp(iface, &ep->qp);
+        verbs::qp qp;
+        status = create_uc_qp(iface, &qp);
         if (status != UCS_OK) {
             ep_discard(ep);
             return status;
         }
+        ep->qp = iface->conn.take(std::move(qp), ep->peer, ep->peer_qpn);
     }
     ep_register(ep);
     rx_conn *conn = iface->by_qp.find(ep->qp->qp_num).conn;
     status        = set_qp(iface, ep->qp->qp_num, conn, ep) ?
-                    iface->conn.start(ep->id, ep->peer, ep->peer_qpn, ep->qp) :
+                    iface->conn.start(ep->id, ep->qp) :
                     UCS_ERR_NO_MEMORY;
     if (status != UCS_OK) {
         (void)set_qp(iface, ep->qp->qp_num, conn, nullptr);
@@ -570,17 +572,12 @@ ucs_status_t iface_query(uct_iface_h uct_iface, uct_iface_attr_t *attr)
     return UCS_OK;
 }
 
-void destroy_resources(uc_iface *iface)
-{
-    rd_iface *rd = &iface->super;
-    close_eps(rd); // (their QPs go back to the connection manager)
-    iface->conn.shutdown(); // every QP it set up
-    if ((iface->srq != nullptr) && (ibv_destroy_srq(iface->srq) != 0)) {
-        ucs_warn("%s: ibv_destroy_srq() failed: %m", rd->super.md->dev.name().c_str());
-    }
-    close_cqs(rd);
-}
-
+/// Close, or undo an open that failed after open_begin(). The connection
+/// manager's QPs (every connected QP) go before the SRQ and the CQs they
+/// use, the SRQ before the CQs and before the MRs of the receive buffers
+/// posted to it (the pools, destroyed with the interface). close_cqs()
+/// destroys the CQs before iface::cleanup(), and the members would go after
+/// it, pools first: hence the reset.
 void iface_close(uct_iface_h uct_iface)
 {
     uc_iface *iface = to_uc(uct_iface);
@@ -591,7 +588,10 @@ void iface_close(uct_iface_h uct_iface)
     rd->qp_resets     += iface->conn.resets();
     rd->reclaimed     += iface->conn.reclaimed();
     close_begin(rd);
-    destroy_resources(iface);
+    close_eps(rd); // (their QPs go back to the connection manager)
+    iface->conn.shutdown(); // every QP it set up
+    iface->srq.reset();
+    close_cqs(rd);
     iface::cleanup(&rd->super);
     delete iface;
 }
@@ -656,19 +656,19 @@ ucs_status_t create_resources(uc_iface *iface)
     ibv_srq_init_attr srq_attr = {};
     srq_attr.attr.max_wr       = rd->super.settings.rx_queue_len;
     srq_attr.attr.max_sge      = 1;
-    iface->srq = ibv_create_srq(dev.pd(), &srq_attr);
-    if (iface->srq == nullptr) {
+    iface->srq.reset(ibv_create_srq(dev.pd(), &srq_attr));
+    if (!iface->srq) {
         ucs_error("%s: ibv_create_srq(max_wr=%u) failed: %m", dev.name().c_str(),
                   rd->super.settings.rx_queue_len);
         return UCS_ERR_NO_RESOURCE;
     }
     // Probe the inline size the device grants with a throw-away QP.
-    ibv_qp *probe;
+    verbs::qp probe;
     ucs_status_t status = create_uc_qp(iface, &probe, &rd->max_inline);
     if (status != UCS_OK) {
         return status;
     }
-    verbs::destroy_qp(probe);
+    probe.reset();
     // A peer costs one QP with a full send queue (both directions share
     // it), its endpoint and its receive connection.
     iface::conn_cost cost;
@@ -681,7 +681,7 @@ ucs_status_t create_resources(uc_iface *iface)
                                 connection_established, connection_failed,
                                 qp_released, nullptr};
     status = iface->conn.init(&rd->super, IBV_QPT_UC, cb, iface->settings.conn_timeout,
-                              rd->as.timer.channel, "UCX_UC_ZV_MAX_PEER_CONNS", true);
+                              rd->as.timer.channel.get(), "UCX_UC_ZV_MAX_PEER_CONNS", true);
     if (status != UCS_OK) {
         return status;
     }
@@ -717,14 +717,14 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
     }
     if (status == UCS_OK) {
         status = open_finish(rd, params, std::max(rd->max_payload, iface->settings.max_write),
-                             iface->srq, nullptr);
+                             iface->srq.get(), nullptr);
     }
     if (status != UCS_OK) {
         if (rd->tl != nullptr) { // (open_begin got as far as UCT's interface)
-            destroy_resources(iface);
-            iface::cleanup(&rd->super);
+            iface_close(&rd->super.super.super);
+        } else {
+            delete iface;
         }
-        delete iface;
         return status;
     }
     choose_progress(rd, progress<true>);

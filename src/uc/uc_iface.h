@@ -47,7 +47,7 @@ struct broken_qp {
 struct uc_iface {
     rd_iface                 super;
     uc_settings              settings;
-    ibv_srq                 *srq = nullptr;
+    verbs::srq               srq;
     iface::conn_manager      conn;
     iface::qp_table<qp_objs> by_qp;
     std::vector<broken_qp>   broken;          ///< usually empty

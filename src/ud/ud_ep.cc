@@ -5,6 +5,7 @@
 #include "rd/rd_send.h"
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace zv::ud {
@@ -16,18 +17,18 @@ ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah
     key.push_back(static_cast<uint8_t>(peer.lid >> 8));
     auto it = iface->ahs.find(key);
     if (it != iface->ahs.end()) {
-        *ah_p = it->second;
+        *ah_p = it->second.get();
         return UCS_OK;
     }
     const iface::zv_iface &base = iface->super.super;
-    ibv_ah *ah;
+    verbs::ah ah;
     ucs_status_t status = verbs::create_ah(base.md->dev, *base.port, iface::to_remote(peer),
                                            &ah);
     if (status != UCS_OK) {
         return status;
     }
-    iface->ahs.emplace(std::move(key), ah);
-    *ah_p = ah;
+    *ah_p = ah.get();
+    iface->ahs.emplace(std::move(key), std::move(ah));
     return UCS_OK;
 }
 
@@ -40,7 +41,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         return status;
     }
     ud_iface *iface = to_ud(ep->iface);
-    ep->qp          = iface->qp;
+    ep->qp          = iface->qp.get();
     status          = ah_for(iface, ep->peer, &ep->ah);
     if (status != UCS_OK) {
         ep_discard(ep);

@@ -24,10 +24,10 @@ void recover_qp(ud_iface *iface)
     }
     if (rd->rx_ring.posted() > 0) {
         // (receives posted as the QP failed may wait for a second flush)
-        verbs::flush_receives(iface->qp, &iface->flush_kicked, ucs_time_from_msec(10));
+        verbs::flush_receives(iface->qp.get(), &iface->flush_kicked, ucs_time_from_msec(10));
         return;
     }
-    if (verbs::reset_ud_qp(iface->qp, *rd->super.port, qkey) != UCS_OK) {
+    if (verbs::reset_ud_qp(iface->qp.get(), *rd->super.port, qkey) != UCS_OK) {
         return;
     }
     tx_reset(rd);
@@ -71,7 +71,7 @@ template <bool Faults> unsigned progress(uct_iface_h uct_iface)
 void wc_error(rd_iface *rd, const ibv_wc &wc)
 {
     ud_iface *iface = to_ud(rd);
-    if (!iface->qp_broken && verbs::qp_in_error(iface->qp)) {
+    if (!iface->qp_broken && verbs::qp_in_error(iface->qp.get())) {
         iface->qp_broken = true;
         rd->tx_paused    = true;
         tx_limit_update(rd);
@@ -101,27 +101,20 @@ void conn_freed(rd_iface *rd, rx_conn *c)
     }
 }
 
-void destroy_resources(ud_iface *iface)
-{
-    rd_iface *rd = &iface->super;
-    verbs::destroy_qp(iface->qp);
-    iface->qp = nullptr;
-    close_eps(rd);
-    for (auto &kv : iface->ahs) {
-        if (ibv_destroy_ah(kv.second) != 0) {
-            ucs_warn("%s: ibv_destroy_ah() failed: %m", rd->super.md->dev.name().c_str());
-        }
-    }
-    iface->ahs.clear();
-    close_cqs(rd);
-}
-
+/// Close, or undo an open that failed after open_begin(). The QP goes
+/// before the CQs it uses, which close_cqs() destroys before iface::cleanup()
+/// (the members would go after it): hence its reset. The AHs go where they
+/// always went; verbs only ask that they go before the md's PD.
 void iface_close(uct_iface_h uct_iface)
 {
     ud_iface *iface = to_ud(uct_iface);
-    close_begin(&iface->super);
-    destroy_resources(iface);
-    iface::cleanup(&iface->super.super);
+    rd_iface *rd    = &iface->super;
+    close_begin(rd);
+    iface->qp.reset();
+    close_eps(rd);
+    iface->ahs.clear();
+    close_cqs(rd);
+    iface::cleanup(&rd->super);
     delete iface;
 }
 
@@ -153,15 +146,16 @@ ucs_status_t create_qp(ud_iface *iface)
     rd_iface *rd             = &iface->super;
     const verbs::device &dev = rd->super.md->dev;
     const rd_settings &s     = rd->settings;
-    ucs_status_t status = verbs::create_ud_qp(dev, *rd->super.port, rd->send_cq, rd->recv_cq,
-                                              s.common.tx_queue_len, s.common.rx_queue_len,
-                                              s.max_inline, qkey, &iface->qp, max_sge);
+    ucs_status_t status = verbs::create_ud_qp(dev, *rd->super.port, rd->send_cq.get(),
+                                              rd->recv_cq.get(), s.common.tx_queue_len,
+                                              s.common.rx_queue_len, s.max_inline, qkey,
+                                              &iface->qp, max_sge);
     if (status != UCS_OK) {
         return status;
     }
     ibv_qp_attr qattr;
     ibv_qp_init_attr qinit;
-    rd->max_inline  = (ibv_query_qp(iface->qp, &qattr, IBV_QP_CAP, &qinit) == 0) ?
+    rd->max_inline  = (ibv_query_qp(iface->qp.get(), &qattr, IBV_QP_CAP, &qinit) == 0) ?
                       qinit.cap.max_inline_data : 0;
     rd->max_payload = rd->super.port->mtu_bytes - sizeof(rd_hdr);
     rd->rx_offset   = grh_len;
@@ -187,14 +181,14 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
         status = create_qp(iface);
     }
     if (status == UCS_OK) {
-        status = open_finish(rd, params, rd->max_payload, nullptr, iface->qp);
+        status = open_finish(rd, params, rd->max_payload, nullptr, iface->qp.get());
     }
     if (status != UCS_OK) {
         if (rd->tl != nullptr) { // (open_begin got as far as UCT's interface)
-            destroy_resources(iface);
-            iface::cleanup(&rd->super);
+            iface_close(&rd->super.super.super);
+        } else {
+            delete iface;
         }
-        delete iface;
         return status;
     }
     choose_progress(rd, progress<true>);

@@ -60,13 +60,13 @@ struct grave {
 
 struct ud_iface {
     rd_iface                 super;
-    ibv_qp                  *qp        = nullptr;
+    verbs::qp                qp;
     /// The QP entered the error state: see above.
     bool                     qp_broken = false;
     ucs_time_t               flush_kicked = 0; ///< verbs::flush_receives()
     /// (peer gid, peer QP, peer endpoint id) -> receive connection id.
     std::map<std::tuple<std::vector<uint8_t>, uint32_t, uint32_t>, uint32_t> conn_by_key;
-    std::map<std::vector<uint8_t>, ibv_ah *> ahs;
+    std::map<std::vector<uint8_t>, verbs::ah> ahs; ///< by peer (gid, lid)
     /// (peer gid, peer QP) -> its receive connections here, at most
     /// settings.common.max_peer_conns (UCX_UD_ZV_MAX_PEER_CONNS).
     std::map<std::pair<std::vector<uint8_t>, uint32_t>, unsigned> conns_per_peer;

@@ -44,7 +44,7 @@ rx_conn *conn_new(ud_iface *iface, const iface::device_addr &dev, uint32_t src_q
     c->peer_ep  = peer_ep;
     c->peer_qpn = src_qp;
     c->peer     = dev;
-    c->qp       = iface->qp;
+    c->qp       = iface->qp.get();
     c->ah       = ah;
     iface->conn_by_key.emplace(std::make_tuple(iface::gid_key(dev), src_qp, peer_ep), c->id);
     find_partner(rd, c);

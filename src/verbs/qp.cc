@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace zv::verbs {
 
@@ -33,7 +34,7 @@ ibv_ah_attr make_ah_attr(const port_info &port, const remote_port &remote)
 } // namespace
 
 ucs_status_t create_connected_qp(const device &dev, const connected_qp_params &params,
-                                 ibv_qp **qp_p, unsigned *max_inline)
+                                 qp *qp_p, unsigned *max_inline)
 {
     ibv_qp_init_attr attr   = {};
     attr.qp_type            = params.type;
@@ -47,14 +48,14 @@ ucs_status_t create_connected_qp(const device &dev, const connected_qp_params &p
     attr.cap.max_inline_data = params.max_inline;
     attr.sq_sig_all         = 0;
 
-    ibv_qp *qp = ibv_create_qp(dev.pd(), &attr);
-    if (qp == nullptr) {
+    ibv_qp *created = ibv_create_qp(dev.pd(), &attr);
+    if (created == nullptr) {
         ucs_error("%s: ibv_create_qp(%s, max_send_wr=%u, max_inline=%u) failed: %m",
                   dev.name().c_str(), params.type == IBV_QPT_RC ? "RC" : "UC",
                   params.max_send_wr, params.max_inline);
         return status_from_errno(errno);
     }
-    *qp_p       = qp;
+    qp_p->reset(created);
     *max_inline = attr.cap.max_inline_data;
     return UCS_OK;
 }
@@ -163,7 +164,7 @@ ucs_status_t bring_up_ud(ibv_qp *qp, const port_info &port, uint32_t qkey)
 
 ucs_status_t create_ud_qp(const device &dev, const port_info &port, ibv_cq *send_cq,
                           ibv_cq *recv_cq, unsigned max_send_wr, unsigned max_recv_wr,
-                          unsigned max_inline, uint32_t qkey, ibv_qp **qp_p,
+                          unsigned max_inline, uint32_t qkey, qp *qp_p,
                           unsigned max_send_sge)
 {
     ibv_qp_init_attr init = {};
@@ -175,18 +176,17 @@ ucs_status_t create_ud_qp(const device &dev, const port_info &port, ibv_cq *send
     init.cap.max_send_sge = max_send_sge;
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = max_inline;
-    ibv_qp *qp = ibv_create_qp(dev.pd(), &init);
-    if (qp == nullptr) {
+    qp created(ibv_create_qp(dev.pd(), &init));
+    if (!created) {
         ucs_error("%s: ibv_create_qp(UD) failed: %m", dev.name().c_str());
         return status_from_errno(errno);
     }
 
-    ucs_status_t status = bring_up_ud(qp, port, qkey);
+    ucs_status_t status = bring_up_ud(created.get(), port, qkey);
     if (status != UCS_OK) {
-        destroy_qp(qp);
         return status;
     }
-    *qp_p = qp;
+    *qp_p = std::move(created);
     return UCS_OK;
 }
 
@@ -210,16 +210,16 @@ ucs_status_t reset_ud_qp(ibv_qp *qp, const port_info &port, uint32_t qkey)
 }
 
 ucs_status_t create_ah(const device &dev, const port_info &port,
-                       const remote_port &remote, ibv_ah **ah_p)
+                       const remote_port &remote, ah *ah_p)
 {
     ibv_ah_attr attr = make_ah_attr(port, remote);
-    ibv_ah *ah       = ibv_create_ah(dev.pd(), &attr);
-    if (ah == nullptr) {
+    ibv_ah *created  = ibv_create_ah(dev.pd(), &attr);
+    if (created == nullptr) {
         ucs_error("%s:%u: ibv_create_ah() failed: %m", dev.name().c_str(),
                   port.port_num);
         return status_from_errno(errno);
     }
-    *ah_p = ah;
+    ah_p->reset(created);
     return UCS_OK;
 }
 

@@ -4,6 +4,7 @@
 #define ZV_VERBS_QP_H
 
 #include "verbs/device.h"
+#include "verbs/owned.h"
 
 #include <ucs/time/time_def.h>
 
@@ -49,11 +50,11 @@ struct rc_timing {
 /// max_qp_rd_atom); a device that takes none leaves 0 (no READ, no atomic).
 rc_timing cap_to_device(rc_timing timing, const ibv_device_attr &attr);
 
-/// Create an RC or UC QP in RESET state; *max_inline is what the device
-/// granted. Errors are logged with errno.
+/// Create an RC or UC QP in RESET state into *qp_p; *max_inline is what
+/// the device granted. Errors are logged with errno.
 [[nodiscard]] ucs_status_t create_connected_qp(const device &dev,
                                                const connected_qp_params &params,
-                                               ibv_qp **qp_p, unsigned *max_inline);
+                                               qp *qp_p, unsigned *max_inline);
 
 /// RESET -> INIT -> RTR -> RTS for an RC/UC QP towards remote_qpn. The
 /// access flags are what peers may do to our memory through this QP. A
@@ -64,12 +65,12 @@ rc_timing cap_to_device(rc_timing timing, const ibv_device_attr &attr);
                                       uint32_t remote_qpn, int access,
                                       const rc_timing &timing, bool quiet = false);
 
-/// Create a UD QP and bring it to RTS with the given qkey.
+/// Create a UD QP into *qp_p and bring it to RTS with the given qkey.
 [[nodiscard]] ucs_status_t create_ud_qp(const device &dev, const port_info &port,
                                         ibv_cq *send_cq, ibv_cq *recv_cq,
                                         unsigned max_send_wr, unsigned max_recv_wr,
                                         unsigned max_inline, uint32_t qkey,
-                                        ibv_qp **qp_p, unsigned max_send_sge = 1);
+                                        qp *qp_p, unsigned max_send_sge = 1);
 
 /// Whether the QP is in the error state. A UD QP gets there when a send
 /// fails locally: on Soft-RoCE, a send while the link is down.
@@ -81,12 +82,9 @@ rc_timing cap_to_device(rc_timing timing, const ibv_device_attr &attr);
 /// them all): the reset drops what is still queued without completions.
 [[nodiscard]] ucs_status_t reset_ud_qp(ibv_qp *qp, const port_info &port, uint32_t qkey);
 
-/// Address handle towards a peer's port.
+/// Address handle towards a peer's port, into *ah_p.
 [[nodiscard]] ucs_status_t create_ah(const device &dev, const port_info &port,
-                                     const remote_port &remote, ibv_ah **ah_p);
-
-/// Destroy a QP, warning (not failing) on error.
-void destroy_qp(ibv_qp *qp);
+                                     const remote_port &remote, ah *ah_p);
 
 /// Move a QP to the ERROR state (flushes its outstanding work requests).
 void qp_to_error(ibv_qp *qp);

@@ -65,30 +65,15 @@ protected:
                                    << ucs_status_string(s_last_ep_error);
     }
 
-    /// uct_iface_open() on m_dev with the fixture's parameters and 'mask',
-    /// 'align', 'offset' for the AM alignment fields.
+    /// uct_iface_open() on m_dev with 'mask', 'align', 'offset' for the AM
+    /// alignment fields.
     ucs_status_t try_open(uct_side &side, uint64_t mask, size_t align, size_t offset)
     {
-        EXPECT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                                   &side.async));
-        EXPECT_EQ(UCS_OK, uct_worker_create(side.async, UCS_THREAD_MODE_SINGLE,
-                                            &side.worker));
-        uct_iface_config_t *cfg;
-        EXPECT_EQ(UCS_OK, uct_md_iface_config_read(m_md, tl_name(), nullptr, nullptr, &cfg));
-        uct_iface_params_t params   = {};
-        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                      UCT_IFACE_PARAM_FIELD_DEVICE | mask;
-        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-        params.mode.device.tl_name  = tl_name();
-        params.mode.device.dev_name = m_dev.c_str();
-        params.am_alignment         = align;
-        params.am_align_offset      = offset;
-        ucs_status_t status = uct_iface_open(m_md, side.worker, &params, cfg, &side.iface);
-        uct_config_release(cfg);
-        if (status != UCS_OK) {
-            side.iface = nullptr;
-        }
-        return status;
+        return try_open_side(side, {}, [&](uct_iface_params_t &params) {
+            params.field_mask     |= mask;
+            params.am_alignment    = align;
+            params.am_align_offset = offset;
+        });
     }
 };
 
@@ -362,13 +347,7 @@ TEST_P(uct_contract, an_invalid_am_alignment_is_refused_at_open)
         EXPECT_EQ(UCS_OK, try_open(s, A, 1, 0));
         close_side(s);
     }
-    // Nothing was left on the device: the md closes cleanly.
-    close_side(m_a);
-    close_side(m_b);
-    expect_log_problems logs;
-    uct_md_close(m_md);
-    m_md = nullptr;
-    EXPECT_TRUE(logs.expected().empty()) << "closing the md:" << logs.text();
+    expect_md_closes_cleanly(); // nothing was left on the device
 }
 
 /// An interface opened with an AM alignment delivers every active message

@@ -283,7 +283,7 @@ TEST_P(ud_iface_qp, qp_in_error_takes_no_work_until_reset_then_delivers_everythi
     // As a failed send leaves it (Soft-RoCE while the link is down).
     ibv_qp_attr attr = {};
     attr.qp_state    = IBV_QPS_ERR;
-    ASSERT_EQ(0, ibv_modify_qp(a->qp, &attr, IBV_QP_STATE));
+    ASSERT_EQ(0, ibv_modify_qp(a->qp.get(), &attr, IBV_QP_STATE));
     // Sent into the broken QP: lost there, resent once it is reset.
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, 2, nullptr, 0));
     // Its receive queue flushes in batches: broken for many progress calls.

@@ -7,6 +7,7 @@
 //  - an end whose endpoint left keeps its QP while the peer's endpoint
 //    still sends on it, and once neither uses it both QPs are gone;
 //  - rc_zv and uc_zv: closing every endpoint leaves no connected QP.
+#include "kernel_objects.h"
 #include "test_util.h"
 #include "uct_fixture.h"
 
@@ -30,39 +31,11 @@ namespace {
 
 constexpr uint8_t am_id = 23;
 
-/// Whether a line of `rdma resource show` names a thread of this process:
-/// the kernel records the thread that created the object (a passive QP is
-/// created by the async thread when it answers for a worker that is away).
-bool ours(const std::string &line)
-{
-    size_t at = line.find(" pid ");
-    if (at == std::string::npos) {
-        return false;
-    }
-    const std::string tid = std::to_string(std::atoi(line.c_str() + at + 5));
-    return access(("/proc/self/task/" + tid).c_str(), F_OK) == 0;
-}
-
 /// This process's QPs of 'type' (RC, UC) in the kernel's resource tracking;
 /// -1 when the tool cannot be run.
 int kernel_qps(const char *type)
 {
-    FILE *f = popen("rdma resource show qp 2>/dev/null", "r");
-    if (f == nullptr) {
-        return -1;
-    }
-    const std::string kind = std::string("type ") + type + " ";
-    int n = 0, lines = 0;
-    char line[512];
-    while (std::fgets(line, sizeof(line), f) != nullptr) {
-        std::string l(line);
-        if (!l.empty() && (l.back() == '\n')) {
-            l.back() = ' ';
-        }
-        ++lines;
-        n += (l.find(kind) != std::string::npos) && ours(l);
-    }
-    return ((pclose(f) == 0) && (lines > 0)) ? n : -1;
+    return kernel_objects("qp", std::string("type ") + type + " ");
 }
 
 class qp_count : public uct_test, public ::testing::WithParamInterface<const char *> {

@@ -2,6 +2,8 @@
 // Device-test fixture implementation.
 #include "uct_fixture.h"
 
+#include "log_guard.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -156,6 +158,43 @@ void uct_test::open_side(uct_side &side,
     ASSERT_EQ(UCS_OK, uct_iface_get_address(
                               side.iface, reinterpret_cast<uct_iface_addr_t *>(
                                                   side.iface_addr.data())));
+}
+
+ucs_status_t uct_test::try_open_side(
+        uct_side &side, const std::vector<std::pair<const char *, const char *>> &modify,
+        const std::function<void(uct_iface_params_t &)> &more)
+{
+    EXPECT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &side.async));
+    EXPECT_EQ(UCS_OK, uct_worker_create(side.async, UCS_THREAD_MODE_SINGLE, &side.worker));
+    uct_iface_config_t *cfg;
+    EXPECT_EQ(UCS_OK, uct_md_iface_config_read(m_md, tl_name(), nullptr, nullptr, &cfg));
+    for (const auto &m : modify) {
+        EXPECT_EQ(UCS_OK, uct_config_modify(cfg, m.first, m.second)) << m.first;
+    }
+    uct_iface_params_t params   = {};
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = tl_name();
+    params.mode.device.dev_name = m_dev.c_str();
+    if (more) {
+        more(params);
+    }
+    ucs_status_t status = uct_iface_open(m_md, side.worker, &params, cfg, &side.iface);
+    uct_config_release(cfg);
+    if (status != UCS_OK) {
+        side.iface = nullptr;
+    }
+    return status;
+}
+
+void uct_test::expect_md_closes_cleanly()
+{
+    close_side(m_a);
+    close_side(m_b);
+    expect_log_problems logs;
+    uct_md_close(m_md);
+    m_md = nullptr;
+    EXPECT_TRUE(logs.expected().empty()) << "closing the md:" << logs.text();
 }
 
 void uct_test::close_side(uct_side &side)

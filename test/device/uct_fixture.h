@@ -53,6 +53,15 @@ protected:
                    ucs_async_mode_t mode = UCS_ASYNC_MODE_THREAD_SPINLOCK,
                    const std::function<void(uct_iface_params_t &)> &more = nullptr);
     void close_side(uct_side &side);
+    /// uct_iface_open() of 'side' on m_dev with the device mode's parameters
+    /// only, 'modify' as open_side()'s, and 'more' setting further ones: its
+    /// status, whatever it is (side.iface stays null on a failure).
+    ucs_status_t try_open_side(uct_side &side,
+                               const std::vector<std::pair<const char *, const char *>> &modify,
+                               const std::function<void(uct_iface_params_t &)> &more = nullptr);
+    /// Close both sides and the md, which must say nothing: a QP, SRQ, AH
+    /// or MR left on the device would keep its PD.
+    void expect_md_closes_cleanly();
     /// Create an endpoint of 'from' to 'to' (connect-to-iface), no waiting.
     uct_ep_h create_ep(uct_side &from, uct_side &to);
     /// The same, returning uct_ep_create()'s status (no expectation).

@@ -33,8 +33,9 @@ am_sources()
 core=$(am_sources libzv_rcache_la_SOURCES)
 # and the C API over them (its tests' C file compiled as C++)
 tests=$(am_sources test_unit_zv_unit_SOURCES),src/capi/zverbs.cc,test/unit/capi_test.cc,test/unit/capi_c_test.c
-# and the handshake between a worker and its interfaces' async side
-tests=$tests,src/iface/async_gate.cc,test/unit/gate_test.cc
+# and the handshake between a worker and its interfaces' async side (its
+# timer's channel is a verbs handle: src/verbs/owned.cc destroys it)
+tests=$tests,src/iface/async_gate.cc,src/verbs/owned.cc,test/unit/gate_test.cc
 [ -n "$core" ] && [ -n "$tests" ] || { echo "FAIL: no source lists in src/rcache/rcache.am"; exit 1; }
 
 san="-fsanitize=thread"
