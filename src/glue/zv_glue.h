@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What the glue files share: range checks of config values, the transports'
-// device query, and each transport's descriptor.
+// device query, the queue settings, and the descriptors the module registers.
 #ifndef ZV_GLUE_ZV_GLUE_H
 #define ZV_GLUE_ZV_GLUE_H
 
@@ -57,6 +57,10 @@ struct queue_limits {
                                           iface::iface_settings *common, unsigned *rx_batch,
                                           unsigned *max_inline);
 
+/// The descriptors the module registers (zv_component.cc): the component
+/// with the md (zv_md_glue.cc) and each transport's (zv_*_glue.cc).
+uct_component_t *component();
+uct_tl_t *rc_tl();
 uct_tl_t *ud_tl();
 uct_tl_t *uc_tl();
 

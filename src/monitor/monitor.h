@@ -54,7 +54,7 @@ protected:
 void destroy(monitor *mon);
 
 // The process-wide monitor: created once, by the first zv md opened
-// (src/glue/zv_component.cc).
+// (src/glue/zv_md_glue.cc).
 [[nodiscard]] ucs_status_t global_init(const settings &cfg);
 void global_cleanup();
 monitor *global();
