@@ -3,13 +3,16 @@
 #include "monitor/kind.h"
 
 #include "util/log.h"
+#include "util/text.h"
 
 #include <strings.h>
 
 namespace zv::monitor {
 
-const char *const k_monitor_kind_names[] = {"none", "uffd", "ucm", "auto", nullptr};
-const char *const k_uffd_mode_names[]    = {"auto", "wp", "missing", nullptr};
+const char *const k_monitor_kind_names[] = {ZV_RCACHE_MONITORS(ZV_TEXT_NAME, ZV_TEXT_COMMA),
+                                            nullptr};
+const char *const k_uffd_mode_names[] = {ZV_RCACHE_UFFD_MODES(ZV_TEXT_NAME, ZV_TEXT_COMMA),
+                                         nullptr};
 
 ucs_status_t parse_monitor_kind(const char *value, monitor_kind *out)
 {
@@ -21,7 +24,8 @@ ucs_status_t parse_monitor_kind(const char *value, monitor_kind *out)
             return UCS_OK;
         }
     }
-    zv_log_error("UCX_ZV_RCACHE_MONITOR: unknown value '%s' (expected auto, uffd, ucm or none)",
+    zv_log_error("UCX_ZV_RCACHE_MONITOR: unknown value '%s' (expected "
+                 ZV_RCACHE_MONITOR_SYNTAX ")",
                  (value != nullptr) ? value : "(null)");
     return UCS_ERR_INVALID_PARAM;
 }
@@ -35,24 +39,18 @@ ucs_status_t parse_uffd_mode(const char *value, uffd_mode *out)
             return UCS_OK;
         }
     }
-    zv_log_error("UCX_ZV_RCACHE_UFFD_MODE: unknown value '%s' (expected auto, wp or missing)",
+    zv_log_error("UCX_ZV_RCACHE_UFFD_MODE: unknown value '%s' (expected "
+                 ZV_RCACHE_UFFD_MODE_SYNTAX ")",
                  (value != nullptr) ? value : "(null)");
     return UCS_ERR_INVALID_PARAM;
 }
 
 const char *monitor_kind_name(monitor_kind kind)
 {
-    switch (kind) {
-    case monitor_kind::none:
-        return "none";
-    case monitor_kind::uffd:
-        return "uffd";
-    case monitor_kind::ucm:
-        return "ucm";
-    case monitor_kind::automatic:
-        return "auto";
-    }
-    return "?";
+    const auto i = static_cast<size_t>(kind);
+    return (i < sizeof(k_monitor_kind_names) / sizeof(k_monitor_kind_names[0]) - 1) ?
+               k_monitor_kind_names[i] :
+               "?";
 }
 
 } // namespace zv::monitor

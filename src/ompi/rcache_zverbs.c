@@ -36,6 +36,8 @@
 #include "opal/mca/rcache/rcache.h"
 #include "opal/util/output.h"
 
+#include "util/text.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <dlfcn.h>
@@ -47,14 +49,14 @@
 #error "ZV_MODULE_INSTALL_PATH must be defined"
 #endif
 
-static bool  zverbs_enable = true;
+static bool  zverbs_enable = ZV_MCA_ENABLE_DEFAULT;
 static char *zverbs_module = ZV_MODULE_INSTALL_PATH;
 
-/* The names are UCX_ZV_RCACHE_MONITOR's (src/rcache/config.h); module_load.sh
- * checks that ucx_info -f gives the same list. A string parameter, checked
- * here: Open MPI's enum parameters report a bad value through mpirun's help
- * relay, which did not always print it. */
-static const char *const zverbs_monitor_names[] = {"auto", "uffd", "ucm", "none", NULL};
+/* UCX_ZV_RCACHE_MONITOR's names: a string parameter, checked here. Open
+ * MPI's enum parameters report a bad value through mpirun's help relay,
+ * which did not always print it. */
+static const char *const zverbs_monitor_names[] = {
+    ZV_RCACHE_MONITORS(ZV_TEXT_NAME, ZV_TEXT_COMMA), NULL};
 
 enum zverbs_syntax { ZV_SYNTAX_NAME, ZV_SYNTAX_MEMUNITS, ZV_SYNTAX_COUNT };
 
@@ -63,33 +65,17 @@ struct zverbs_ucx_param {
     const char         *name;    /* rcache_zverbs_<name> */
     const char         *ucx_env;
     enum zverbs_syntax  syntax;
+    const char         *expected; /* its syntax, for a message */
     const char         *doc;
     char               *string;     /* the parameter's storage */
     int                 index;      /* the MCA variable's, or -1 */
 };
 
-static struct zverbs_ucx_param zverbs_ucx_params[] = {
-    {"monitor", "UCX_ZV_RCACHE_MONITOR", ZV_SYNTAX_NAME,
-     "Source of memory-change events for the zverbs registration cache "
-     "(one of: auto, uffd, ucm, none): uffd is the kernel notifier (sees "
-     "every change, whoever makes it), ucm UCX's memory hooks (only calls "
-     "that go through them), none no cache, auto uffd where the kernel "
-     "allows it, else ucm, else none. Exported as UCX_ZV_RCACHE_MONITOR; "
-     "that variable, when set, wins",
-     "auto", -1},
-    {"max_size", "UCX_ZV_RCACHE_MAX_SIZE", ZV_SYNTAX_MEMUNITS,
-     "Largest total size of idle registered memory the zverbs registration "
-     "cache keeps for reuse: <number>[b|k|kb|m|mb|g|gb], inf or auto "
-     "(physical memory / (2 x online CPUs), at most 3/4 of RLIMIT_MEMLOCK). "
-     "Exported as UCX_ZV_RCACHE_MAX_SIZE; that variable, when set, wins",
-     "auto", -1},
-    {"max_regions", "UCX_ZV_RCACHE_MAX_REGIONS", ZV_SYNTAX_COUNT,
-     "Largest number of registrations the zverbs registration cache keeps "
-     "for reuse: <number>, inf or auto (min(16384, the device's max_mr / "
-     "online CPUs)). Exported as UCX_ZV_RCACHE_MAX_REGIONS; that variable, "
-     "when set, wins",
-     "auto", -1},
-};
+/* The names, defaults and help texts are the module's (util/text.h). */
+#define ZV_PARAM(name, var, kind, def, syntax, doc) \
+    {name, var, ZV_SYNTAX_##kind, syntax, ZV_MCA_CACHE_HELP(var, syntax, doc), def, -1},
+static struct zverbs_ucx_param zverbs_ucx_params[] = {ZV_MCA_CACHE_PARAMS(ZV_PARAM)};
+#undef ZV_PARAM
 
 #define ZV_NUM_UCX_PARAMS \
     (sizeof(zverbs_ucx_params) / sizeof(zverbs_ucx_params[0]))
@@ -118,14 +104,12 @@ static int zverbs_register(void)
 {
     (void)mca_base_component_var_register(
             &mca_rcache_zverbs_component.rcache_version, "enable",
-            "Load the zverbs UCT module (libuct_zv) into each process so that "
-            "UCX (pml ucx, osc ucx) can use the rc_zv/ud_zv/uc_zv transports "
-            "without LD_PRELOAD",
+            ZV_MCA_ENABLE_HELP,
             MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3,
             MCA_BASE_VAR_SCOPE_READONLY, &zverbs_enable);
     (void)mca_base_component_var_register(
             &mca_rcache_zverbs_component.rcache_version, "module",
-            "Path of the zverbs UCT module to load",
+            ZV_MCA_MODULE_HELP,
             MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_5,
             MCA_BASE_VAR_SCOPE_READONLY, &zverbs_module);
 
@@ -187,16 +171,11 @@ static void zverbs_export(const struct zverbs_ucx_param *p)
         source == MCA_BASE_VAR_SOURCE_DEFAULT) {
         return;
     }
-    static const char *const expected[] = {
-        [ZV_SYNTAX_NAME]     = "expected auto, uffd, ucm or none",
-        [ZV_SYNTAX_MEMUNITS] = "expected <number>[b|k|kb|m|mb|g|gb], inf or auto",
-        [ZV_SYNTAX_COUNT]    = "expected <number>, inf or auto",
-    };
     value = p->string;
     if ((value == NULL) || !zverbs_value_valid(value, p->syntax)) {
         opal_output(0, "rcache:zverbs: rcache_zverbs_%s=%s is not a valid value "
-                    "(%s); ignored, %s keeps its default", p->name,
-                    (value != NULL) ? value : "", expected[p->syntax], p->ucx_env);
+                    "(expected %s); ignored, %s keeps its default", p->name,
+                    (value != NULL) ? value : "", p->expected, p->ucx_env);
         return;
     }
     env = getenv(p->ucx_env);

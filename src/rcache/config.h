@@ -4,6 +4,7 @@
 #define ZV_RCACHE_CONFIG_H_
 
 #include "monitor/kind.h"
+#include "util/text.h"
 
 #include <ucs/type/status.h>
 
@@ -44,45 +45,20 @@ struct config {
     monitor::settings monitor_settings() const { return {monitor, uffd, event_queue}; }
 };
 
-// Defaults and doc strings, for the glue's ucs_config_field_t table.
-inline constexpr const char *k_max_size_default = "auto";
-inline constexpr const char *k_max_size_doc =
-    "Largest total size of registered memory the cache keeps for reuse. Idle "
-    "regions are evicted least-recently-used first beyond it. \"auto\" is "
-    "physical memory / (2 x online CPUs), and at most 3/4 of RLIMIT_MEMLOCK when "
-    "that is finite: with one process per core, idle cached registrations of all "
-    "of them together pin at most half of the node's memory.";
-inline constexpr const char *k_max_regions_default = "auto";
-inline constexpr const char *k_max_regions_doc =
-    "Largest number of registrations the cache keeps for reuse. \"auto\" is "
-    "min(16384, the device's max_mr / online CPUs), so one process per core "
-    "cannot exhaust the HCA's memory-region resources.";
-inline constexpr const char *k_monitor_default = "auto";
-inline constexpr const char *k_monitor_doc =
-    "Source of memory-change events for the registration cache, chosen once per "
-    "process, by the first zv memory domain opened (a later one that asks for "
-    "another is warned and shares it):\n"
-    " uffd - the kernel notifier (userfaultfd UNMAP/REMOVE/REMAP events); sees "
-    "every change to the page tables, whoever makes it; private anonymous memory "
-    "only, other memory is registered for each use.\n"
-    " ucm  - the intercept (UCM memory events): sees only calls that go through "
-    "its hooks.\n"
-    " none - no cache: every registration is real and released at deregistration.\n"
-    " auto - uffd where the kernel allows it, else ucm, else none.";
-inline constexpr const char *k_event_queue_default = "4096";
-inline constexpr const char *k_event_queue_doc =
-    "Capacity of the invalidation queue between the monitor and the caches. A "
-    "cache that falls further behind drops all its idle regions instead of "
-    "reading the lost events.";
-inline constexpr const char *k_uffd_mode_default = "auto";
-inline constexpr const char *k_uffd_mode_doc =
-    "How the uffd monitor registers ranges: wp (no page faults reach the "
-    "monitor), missing (first touches are resolved with zero pages; kernels "
-    "before 5.7), auto (wp when available).";
-inline constexpr const char *k_odp_default = "try";
-inline constexpr const char *k_odp_doc =
-    "Register with on-demand paging, bypassing the cache, where the device "
-    "supports it for the requested access.";
+// Defaults and doc strings, for the glue's ucs_config_field_t table (the
+// texts are rcache/text.h's, which the Open MPI component shares).
+inline constexpr const char *k_max_size_default    = ZV_RCACHE_MAX_SIZE_DEFAULT;
+inline constexpr const char *k_max_size_doc        = ZV_RCACHE_MAX_SIZE_DOC;
+inline constexpr const char *k_max_regions_default = ZV_RCACHE_MAX_REGIONS_DEFAULT;
+inline constexpr const char *k_max_regions_doc     = ZV_RCACHE_MAX_REGIONS_DOC;
+inline constexpr const char *k_monitor_default     = ZV_RCACHE_MONITOR_DEFAULT;
+inline constexpr const char *k_monitor_doc         = ZV_RCACHE_MONITOR_DOC("\n ");
+inline constexpr const char *k_event_queue_default = ZV_RCACHE_EVENT_QUEUE_DEFAULT;
+inline constexpr const char *k_event_queue_doc     = ZV_RCACHE_EVENT_QUEUE_DOC;
+inline constexpr const char *k_uffd_mode_default   = ZV_RCACHE_UFFD_MODE_DEFAULT;
+inline constexpr const char *k_uffd_mode_doc       = ZV_RCACHE_UFFD_MODE_DOC;
+inline constexpr const char *k_odp_default         = ZV_RCACHE_ODP_DEFAULT;
+inline constexpr const char *k_odp_doc             = ZV_RCACHE_ODP_DOC;
 
 // Limits after resolving "auto". device_max_mr == 0 means unknown.
 struct limits {

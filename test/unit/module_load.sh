@@ -60,7 +60,7 @@ elif [ -x "$b/mpi-tests/zv_probe" ] && command -v mpirun >/dev/null; then
               grep -q "Exported as ${p#*:}" "$tmp/par.out"
     done
     ompi_info --parsable --param rcache zverbs --level 9 2>/dev/null |
-        sed -n 's/^mca:rcache:zverbs:param:rcache_zverbs_monitor:help:.*(one of: \([a-z, ]*\)).*/\1/p' |
+        sed -n 's/^mca:rcache:zverbs:param:rcache_zverbs_monitor:help:.*Syntax: one of: \([a-z, ]*\)\..*/\1/p' |
         tr -d ' ' | tr ',' '\n' | sort >"$tmp/mca-monitors"
     LD_PRELOAD=$mod ucx_info -f 2>/dev/null |
         sed -n '/^UCX_ZV_RCACHE_MONITOR=/q; s/^# syntax: *\[\(.*\)\]$/\1/p' | tail -n1 |
@@ -99,7 +99,7 @@ elif [ -x "$b/mpi-tests/zv_probe" ] && command -v mpirun >/dev/null; then
                    grep -q 'UCX_ZV_RCACHE_MAX_SIZE=auto$' '$tmp/m5.out'"
     probe "$tmp/m6.out" --mca rcache_zverbs_monitor bogus
     check "an unknown rcache_zverbs_monitor is reported and the job runs with the default" \
-          bash -c "grep -q 'rcache_zverbs_monitor=bogus is not a valid value (expected auto, uffd, ucm or none)' '$tmp/m6.out' &&
+          bash -c "grep -q 'rcache_zverbs_monitor=bogus is not a valid value (expected one of: none, uffd, ucm, auto)' '$tmp/m6.out' &&
                    grep -q 'UCX_ZV_RCACHE_MONITOR=auto$' '$tmp/m6.out'"
 else
     echo "FAIL: Open MPI probe not built (mpi-tests/zv_probe) or mpirun missing"

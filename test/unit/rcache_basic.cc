@@ -377,7 +377,7 @@ TEST(rcache_config, parse_monitor_kind)
         EXPECT_EQ(UCS_ERR_INVALID_PARAM, rcache::parse_monitor_kind("kernel", &k));
         ASSERT_EQ(1u, guard.expected().size());
         EXPECT_NE(std::string::npos,
-                  guard.expected()[0].find("expected auto, uffd, ucm or none"));
+                  guard.expected()[0].find("expected one of: none, uffd, ucm, auto"));
     }
     EXPECT_EQ(rcache::monitor_kind::ucm, k) << "output untouched on error";
     for (int i = 0; rcache::k_monitor_kind_names[i] != nullptr; ++i) {
