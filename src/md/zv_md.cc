@@ -3,6 +3,7 @@
 #include "md/zv_md.h"
 #include "monitor/monitor.h"
 #include "ucx/compat.h"
+#include "util/nothrow.h"
 
 #include <ucs/async/async_fwd.h>
 #include <ucs/debug/log_def.h>
@@ -182,8 +183,11 @@ uct_md_ops_t md_ops = ucx::make_md_ops<close_md, query_md, mem_reg, mem_dereg, m
 
 } // namespace
 
-ucs_status_t query_md_resources(uct_component_t *, uct_md_resource_desc_t **resources_p,
-                                unsigned *num_resources_p)
+namespace {
+
+/// query_md_resources() but for running out of memory, which it may throw
+/// (what it holds until then are its locals).
+ucs_status_t list_md_resources(uct_md_resource_desc_t **resources_p, unsigned *num_resources_p)
 {
     std::vector<std::string> names;
     ucs_status_t status = verbs::device_names(names);
@@ -212,6 +216,17 @@ ucs_status_t query_md_resources(uct_component_t *, uct_md_resource_desc_t **reso
     *resources_p     = res;
     *num_resources_p = static_cast<unsigned>(usable.size());
     return UCS_OK;
+}
+
+} // namespace
+
+ucs_status_t query_md_resources(uct_component_t *, uct_md_resource_desc_t **resources_p,
+                                unsigned *num_resources_p)
+{
+    ucs_status_t       status = UCS_OK;
+    const ucs_status_t alloc  = util::try_alloc(
+            [&] { status = list_md_resources(resources_p, num_resources_p); });
+    return (alloc == UCS_OK) ? status : alloc;
 }
 
 namespace {
@@ -256,10 +271,14 @@ ucs_status_t open(uct_component_t *component, const char *md_name,
     if (md == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    ucs_status_t status = verbs::device::open(md_name, settings.gid_index, md->dev);
-    if (status != UCS_OK) {
+    // (device::open() holds what it opened in its own device until it
+    // succeeds: running out of memory leaves nothing to release but md.)
+    ucs_status_t       status = UCS_OK;
+    const ucs_status_t alloc  = util::try_alloc(
+            [&] { status = verbs::device::open(md_name, settings.gid_index, md->dev); });
+    if ((alloc != UCS_OK) || (status != UCS_OK)) {
         delete md;
-        return status;
+        return (alloc != UCS_OK) ? alloc : status;
     }
     md->super.ops       = &md_ops;
     md->super.component = component;
@@ -282,7 +301,11 @@ ucs_status_t open(uct_component_t *component, const char *md_name,
         close_md(&md->super);
         return status;
     }
-    find_locality(md);
+    status = util::try_alloc([&] { find_locality(md); });
+    if (status != UCS_OK) {
+        close_md(&md->super);
+        return status;
+    }
     ucs_debug("%s: registration cache mode %s (monitor %s)", md_name,
               md->cache->mode_name(), monitor::active_name());
     for (const auto &p : md->dev.ports()) {

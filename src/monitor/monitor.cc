@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include <mutex>
+#include <new>
 
 namespace zv::monitor {
 
@@ -71,7 +72,11 @@ void untrack_ring(event_ring *ring)
 
 ucs_status_t create_none(monitor **out)
 {
-    *out = new none_monitor();
+    auto *mon = new (std::nothrow) none_monitor();
+    if (mon == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    *out = mon;
     return UCS_OK;
 }
 

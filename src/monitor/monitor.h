@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <new>
 
 namespace zv::monitor {
 
@@ -71,7 +72,10 @@ template <typename T>
 [[nodiscard]] ucs_status_t create_initialized(const settings &cfg, bool quiet,
                                               monitor **out)
 {
-    auto *mon           = new T();
+    auto *mon = new (std::nothrow) T();
+    if (mon == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
     ucs_status_t status = mon->init(cfg, quiet);
     if (status != UCS_OK) {
         delete mon;

@@ -51,6 +51,7 @@
 #include "monitor/monitor.h"
 
 #include "util/log.h"
+#include "util/nothrow.h"
 
 #include <linux/userfaultfd.h>
 #include <ucm/api/ucm.h>
@@ -545,7 +546,9 @@ bool uffd_monitor::do_register(uintptr_t start, uintptr_t end)
     if (ioctl(m_uffd, UFFDIO_REGISTER, &reg) != 0) {
         return false;
     }
-    // Insert, merging with neighbours.
+    // Insert, merging with neighbours. m_watched only saves system calls: a
+    // range missing from it is registered again when next watched (the
+    // kernel takes that), so running out of memory here loses nothing.
     auto it = m_watched.lower_bound(start);
     if ((it != m_watched.begin()) && (std::prev(it)->second >= start)) {
         --it;
@@ -555,7 +558,7 @@ bool uffd_monitor::do_register(uintptr_t start, uintptr_t end)
         end   = std::max(end, it->second);
         it    = m_watched.erase(it);
     }
-    m_watched.emplace(start, end);
+    (void)util::try_alloc([&] { m_watched.emplace(start, end); });
     return true;
 }
 
@@ -584,11 +587,12 @@ void uffd_monitor::forget(uintptr_t start, uintptr_t end)
             continue;
         }
         it = m_watched.erase(it);
+        // (Out of memory: the rest is registered again when next watched.)
         if (s < start) {
-            m_watched.emplace(s, start);
+            (void)util::try_alloc([&] { m_watched.emplace(s, start); });
         }
         if (e > end) {
-            m_watched.emplace(end, e);
+            (void)util::try_alloc([&] { m_watched.emplace(end, e); });
         }
     }
 }

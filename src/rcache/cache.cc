@@ -50,7 +50,10 @@ cache        *g_live[k_max_live];
 
 std::mutex &live_lock()
 {
-    static std::mutex *m = new std::mutex(); // never destroyed: fork may come during exit
+    // Never destroyed (fork may come during exit), and built in place: a
+    // cache's creation allocates nothing it cannot report.
+    alignas(std::mutex) static unsigned char storage[sizeof(std::mutex)];
+    static std::mutex *m = new (storage) std::mutex();
     return *m;
 }
 

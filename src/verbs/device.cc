@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Verbs device open/close, port and GID discovery.
 #include "verbs/device.h"
+
+#include "util/nothrow.h"
 #include "verbs/route.h"
 
 #include <ucs/debug/log_def.h>
@@ -114,12 +116,16 @@ ucs_status_t device_names(std::vector<std::string> &names)
         return UCS_ERR_NO_DEVICE;
     }
     std::vector<std::string> result;
-    for (int i = 0; i < num; ++i) {
-        result.emplace_back(ibv_get_device_name(dev_list[i]));
-    }
+    const ucs_status_t status = util::try_alloc([&] {
+        for (int i = 0; i < num; ++i) {
+            result.emplace_back(ibv_get_device_name(dev_list[i]));
+        }
+    });
     ibv_free_device_list(dev_list);
-    names.swap(result);
-    return UCS_OK;
+    if (status == UCS_OK) {
+        names.swap(result);
+    }
+    return status;
 }
 
 namespace {
