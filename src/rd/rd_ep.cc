@@ -26,13 +26,6 @@ constexpr size_t am_zcopy_max_hdr = 64;
 constexpr double destroy_wait_sec = 1.0;
 
 /// Release callback of the sender: the packet was acknowledged.
-/// ud_zv's connection request: the one packet a connecting endpoint posts
-/// (what follows it waits for the connection).
-bool is_creq(tx_desc *d)
-{
-    return (d->hdr()->type & ~rd_hdr::flag_ack_req) == rd_hdr::creq;
-}
-
 struct on_acked {
     rd_ep *ep;
     void operator()(rel::tx_pkt *p) const
@@ -245,31 +238,12 @@ int ep_is_connected(uct_ep_h uct_ep, const uct_device_addr_t *dev_addr,
 
 // ---------------------------------------------------------------- shared
 
-/// Number the packet, keep it for retransmission, post it. A failed post
-/// leaves it in the window: the timer sends it again.
 void send_desc(rd_ep *ep, tx_desc *d, size_t len)
 {
-    rd_hdr *h = d->hdr();
-    if (d->opcode == IBV_WR_SEND) {
-        d->sge[0] = {reinterpret_cast<uintptr_t>(h),
-                     static_cast<uint32_t>(sizeof(rd_hdr) + len), d->buf->lkey};
-    } // else a put: the caller set the sges (the psn travels as immediate data)
-    if (ep->tx.idle()) {
-        busy_link(ep);
-    }
-    h->psn = ep->tx.push(&d->pkt, clock_now(ep->iface));
-    // Someone waits for this packet's ack (its completion, or room in the
-    // window): the receiver acknowledges it at once, not after ack_delay.
-    if (d->comp != nullptr) {
-        h->type |= rd_hdr::flag_ack_req;
-        ++ep->comps_unreleased;
-    } else if (ep->tx.window_full()) {
-        h->type |= rd_hdr::flag_ack_req;
-    }
-    ++ep->unreleased;
-    if (__builtin_expect(ep->st == rd_ep::state::connected, 1) || is_creq(d)) {
-        (void)post_desc(ep->iface, ep, d, true);
-    } // else it waits for the connection (post_held)
+    d->sge[0] = {reinterpret_cast<uintptr_t>(d->hdr()),
+                 static_cast<uint32_t>(sizeof(rd_hdr) + len), d->buf->lkey};
+    number_desc(ep, d);
+    post_numbered(ep, d);
 }
 
 void request_ack(rd_ep *ep)
@@ -411,8 +385,7 @@ void ep_fail(rd_ep *ep, ucs_status_t status, const char *why)
     iface::report_ep_failure(&iface->super, &ep->super.super, status, what);
 }
 
-void handle_ep_packet(rd_iface *iface, const rd_hdr &hdr, uint32_t src_qp,
-                      const char *body, size_t body_len)
+void handle_ep_packet(rd_iface *iface, const rd_hdr &hdr, uint32_t src_qp, uint32_t conn_id)
 {
     uint32_t id  = (hdr.type == rd_hdr::data) ? hdr.ack_dest : hdr.dest;
     rd_ep *ep = iface->eps.find(id);
@@ -424,10 +397,10 @@ void handle_ep_packet(rd_iface *iface, const rd_hdr &hdr, uint32_t src_qp,
     if ((ep->st == rd_ep::state::connecting) && (hdr.type != rd_hdr::crep)) {
         return; // only the CREP may acknowledge the CREQ
     }
-    ep_packet(ep, hdr, body);
+    ep_packet(ep, hdr, conn_id);
 }
 
-void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body)
+void ep_packet(rd_ep *ep, const rd_hdr &hdr, uint32_t conn_id)
 {
     rd_iface *iface = ep->iface;
     ucs_time_t now  = clock_now(iface);
@@ -446,45 +419,39 @@ void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body)
             resend_all(ep);
         }
         break;
-    case rd_hdr::crep: {
-        crep_body b; // parse_packet() checked the length
-        std::memcpy(&b, body, sizeof(b));
+    case rd_hdr::crep:
         if (ep->st == rd_ep::state::connecting) {
-            ep->peer_conn = b.conn_id;
+            ep->peer_conn = conn_id;
             ep->st        = rd_ep::state::connected;
             ucs_debug("%s: endpoint %p connected to qp 0x%x conn 0x%x", iface->tl->name,
-                      ep, ep->peer_qpn, b.conn_id);
+                      ep, ep->peer_qpn, conn_id);
             ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
             ep->tx.open_cwnd(); // (a CREQ resent is no congestion)
             post_held(ep);      // what was sent while it connected
             break;
         }
-        if (ep->peer_conn != b.conn_id) {
+        if (ep->peer_conn != conn_id) {
             ++iface->bad_rx;
             return;
         }
         ep->tx.ack(hdr.ack_psn, now, on_acked{ep});
         break;
-    }
-    case rd_hdr::rebind: {
+    case rd_hdr::rebind:
         // Our receive connection at the peer was reclaimed while we were
         // silent and is back under a new id (ud_reclaim.cc): what is in
         // the window goes again, to it.
-        crep_body b; // parse_packet() checked the length
-        std::memcpy(&b, body, sizeof(b));
         if (ep->st != rd_ep::state::connected) {
             ++iface->bad_rx;
             return;
         }
-        ep->peer_conn = b.conn_id;
+        ep->peer_conn = conn_id;
         for (rel::tx_pkt *p = ep->tx.head(); p != nullptr; p = p->next) {
-            reinterpret_cast<tx_desc *>(p)->hdr()->dest = b.conn_id;
+            reinterpret_cast<tx_desc *>(p)->hdr()->dest = conn_id;
         }
         if (ep->tx.nak(hdr.ack_psn, now, on_acked{ep})) {
             resend_all(ep);
         }
         break;
-    }
     default:
         ++iface->bad_rx;
         return;
@@ -559,6 +526,8 @@ ucs_status_t ep_new(const uct_ep_params_t *params, rd_ep **ep_p)
     std::memcpy(&ep->peer, params->dev_addr, sizeof(ep->peer));
     const auto *ia = reinterpret_cast<const iface_addr *>(params->iface_addr);
     ep->peer_qpn   = iface::unpack_qpn(ia->qpn);
+    ep->target.ud.remote_qpn  = ep->peer_qpn;
+    ep->target.ud.remote_qkey = iface->qkey;
     ep->tx.init(&iface->settings.rel);
     *ep_p = ep;
     return UCS_OK;

@@ -21,7 +21,10 @@ struct rd_ep {
     /// What it sends on, not its own: the interface's (ud_zv) or the
     /// connection manager's (uc_zv, until ep_freed() releases it).
     ibv_qp             *qp          = nullptr;
-    ibv_ah             *ah          = nullptr; ///< of the peer, on a datagram QP
+    /// Where its packets go: on a datagram QP, the peer's address handle
+    /// (ud.ah, set by the transport), QP number and Q_Key (ep_new()); a
+    /// connected QP's provider ignores it. Every descriptor starts with it.
+    wr_target           target      = {};
     /// Its QP's send queue: the interface's (ud_zv) or own_sq (uc_zv).
     send_queue         *sq          = nullptr;
     send_queue          own_sq;
@@ -108,10 +111,11 @@ void pending_link(rd_ep *ep);
 void busy_link(rd_ep *ep);
 /// A packet for the endpoint named by hdr (ack_dest for DATA, else dest)
 /// from src_qp: checked, then ep_packet().
-void handle_ep_packet(rd_iface *iface, const rd_hdr &hdr, uint32_t src_qp,
-                      const char *body, size_t body_len);
-/// ACK, NAK, CREP, REBIND or a piggybacked ack for a known endpoint.
-void ep_packet(rd_ep *ep, const rd_hdr &hdr, const char *body);
+void handle_ep_packet(rd_iface *iface, const rd_hdr &hdr, uint32_t src_qp, uint32_t conn_id);
+/// ACK, NAK, CREP, REBIND or a piggybacked ack for a known endpoint;
+/// 'conn_id': CREP's and REBIND's receive connection at the peer, which
+/// their transport read from the body (unused for the others).
+void ep_packet(rd_ep *ep, const rd_hdr &hdr, uint32_t conn_id);
 void dispatch_pending(rd_iface *iface);
 unsigned check_timers(rd_iface *iface, ucs_time_t now);
 

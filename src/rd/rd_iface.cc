@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The reliable-datagram interface: opening and closing what the transports
-// share, progress, send completions, timers (the receive path is rd_rx.cc).
+// share, send completions, timers (progress_begin is rd_progress_inl.h's,
+// the receive path rd_rx.cc's).
 #include "rd/rd_ep.h"
 
 #include <ucs/debug/log_def.h>
@@ -73,44 +74,6 @@ unsigned poll_tx(rd_iface *iface)
     }
     return n;
 }
-
-template <bool Faults> unsigned progress_begin(rd_iface *iface)
-{
-    iface->in_progress = true;
-    iface->now_valid   = false;
-    const unsigned call = iface->progress_count.load(std::memory_order_relaxed) + 1;
-    iface->progress_count.store(call, std::memory_order_relaxed);
-    unsigned count      = 0;
-    if (__builtin_expect(async_waiting(iface), 0) && !iface->as.active) {
-        count += async_hand_over(iface); // first: it arrived first
-    }
-    count += poll_rx<Faults>(iface);
-    // (An acknowledged packet's buffer is released by the later of its ack
-    // and its send completion.)
-    if (iface::poll_tx_now(count, call, iface->tx_outstanding, iface->tx_limit)) {
-        count += poll_tx(iface);
-    }
-    // The timers are coarse (their tick is half of ACK_DELAY or RTO): they
-    // are looked at when this call has read the clock anyway, and every
-    // 16th call. An idle call reads no clock: where UCX does not trust the
-    // TSC (a VM without an invariant one) a clock read is gettimeofday(),
-    // a system call, and a spin on it stretches every round trip.
-    if (((iface->busy_eps != nullptr) || (iface->owe_conns != nullptr)) &&
-        (iface->now_valid || ((call & 15) == 0))) {
-        ucs_time_t now = clock_now(iface);
-        if (now >= iface->next_timer) {
-            iface->next_timer = now + iface->timer_tick;
-            count += check_timers(iface, now);
-        }
-    }
-    if ((iface->pending_eps != nullptr) && !iface->as.active) {
-        dispatch_pending(iface);
-    }
-    return count;
-}
-
-template unsigned progress_begin<false>(rd_iface *iface);
-template unsigned progress_begin<true>(rd_iface *iface);
 
 void choose_progress(rd_iface *iface, uct_iface_progress_func_t faulty)
 {

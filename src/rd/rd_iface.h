@@ -11,6 +11,7 @@
 #include "iface/rx_ring.h"
 #include "iface/zv_iface.h"
 #include "rd/rd_async.h"
+#include "rd/rd_wire.h"
 #include "rd/rel.h"
 #include "verbs/owned.h"
 #include "verbs/qp.h"
@@ -27,154 +28,21 @@ namespace zv::rd {
 /*
  * A connection is one-directional: an endpoint (rd_ep, what UCT hands to
  * UCP) sends, and a receive connection (rx_conn, at the peer) receives and
- * acknowledges. Every packet starts with rd_hdr; 'dest' names the object it
- * is for at the receiver (DATA, CREQ, DISC, ACK_REQ: an rx_conn; ACK, NAK,
- * CREP: an rd_ep). Sequence numbers, the window, acks and retransmission are rel.h's.
- * When an endpoint and a receive connection join the same pair of
- * interfaces, they are partners: the receive connection's ack rides in the
- * endpoint's DATA headers (ack_dest/ack_psn) instead of a packet of its own.
+ * acknowledges. Every packet starts with rd_hdr (rd_wire.h). Sequence
+ * numbers, the window, acks and retransmission are rel.h's. When an
+ * endpoint and a receive connection join the same pair of interfaces, they
+ * are partners: the receive connection's ack rides in the endpoint's DATA
+ * headers (ack_dest/ack_psn) instead of a packet of its own.
  *
  * What carries the packets is the transport's: ud_zv (src/ud) sends them as
  * datagrams on one UD QP per interface and sets connections up in band
  * (CREQ/CREP, psn 0 of the stream); uc_zv (src/uc) sends them on connected
  * UC QPs that the connection manager sets up. The core sees a transport
- * through rd_transport and through data: each endpoint and receive
+ * through rd_transport, through the tenant its progress is compiled for
+ * (rd_progress_inl.h), and through data: each endpoint and receive
  * connection names the QP it sends on and, for a datagram QP, the address
  * handle and QP number of the peer.
- *
- * Ids are 32 bits: a table index in the low 20 bits and a generation in the
- * high 12, so a packet for an object that was freed (and its slot reused)
- * is recognised and dropped. Every field of a received header is checked
- * before use.
  */
-
-/// On-wire header of every packet of ud_zv and uc_zv (little-endian hosts).
-struct __attribute__((packed)) rd_hdr {
-    static constexpr uint16_t magic_value = 0x5a55; // "ZU"
-    enum : uint8_t {
-        data = 1, ack = 2, nak = 3, creq = 4, crep = 5, disc = 6,
-        probe = 7, ///< to an rd_ep: do you still exist? (probe_body)
-        alive = 8, ///< the answer, to its rx_conn (disc_body: the endpoint)
-        /// to an rd_ep whose receive connection was reclaimed and is back:
-        /// it is now crep_body's conn_id; ack_psn: the last psn delivered
-        rebind = 9,
-        /// to an rx_conn: acknowledge now (a flush waits for the window)
-        ack_req = 10
-    };
-    /// In 'type' of a DATA packet: acknowledge it now (its sender waits
-    /// for the ack: a completion, a full window).
-    static constexpr uint8_t flag_ack_req = 0x80;
-
-    uint32_t dest;     ///< id of the receiving object (see above)
-    uint32_t ack_dest; ///< DATA: endpoint id a piggybacked ack is for (0: none)
-    uint16_t psn;      ///< DATA, CREQ: sequence number
-    uint16_t ack_psn;  ///< ACK, NAK, CREP, piggyback: last psn delivered
-    uint8_t  type;
-    uint8_t  am_id;    ///< DATA
-    uint16_t magic;
-};
-
-/// CREQ payload: who is asking, and where to answer.
-struct __attribute__((packed)) creq_body {
-    uint32_t           ep_id;
-    iface::device_addr dev;
-};
-
-/// CREP payload: the receive connection that now exists for the endpoint.
-struct __attribute__((packed)) crep_body {
-    uint32_t conn_id;
-};
-
-/// DISC payload: the endpoint that is going away.
-struct __attribute__((packed)) disc_body {
-    uint32_t ep_id;
-};
-
-/// PROBE payload: the receive connection that asks.
-struct __attribute__((packed)) probe_body {
-    uint32_t conn_id;
-};
-/// Interface address of both transports: the QP number the peer's
-/// endpoints address first (ud_zv: its UD QP; uc_zv: its connection
-/// manager's).
-struct __attribute__((packed)) iface_addr {
-    uint8_t qpn[3];
-};
-
-/// A received packet whose header passed the checks that need no state.
-struct parsed_pkt {
-    rd_hdr      hdr;      ///< type without flag_ack_req
-    const char *body;
-    size_t      body_len;
-    bool        ack_req;  ///< DATA: the sender asks for the ack now
-};
-
-/// Validate a received packet (rd_hdr first): length, magic, known type,
-/// AM id, and the body length its type needs. No state is touched; the
-/// caller still checks that ids name live objects of the sending QP.
-/// (Inline: the header stays in registers on the receive path. Fuzzed
-/// natively, test/fuzz.)
-[[nodiscard, gnu::always_inline]] inline bool parse_hdr(const char *pkt, size_t len,
-                                                     parsed_pkt *out)
-{
-    if (len < sizeof(rd_hdr)) {
-        return false;
-    }
-    std::memcpy(&out->hdr, pkt, sizeof(rd_hdr));
-    out->body     = pkt + sizeof(rd_hdr);
-    out->body_len = len - sizeof(rd_hdr);
-    if (out->hdr.magic != rd_hdr::magic_value) {
-        return false;
-    }
-    out->ack_req = (out->hdr.type & rd_hdr::flag_ack_req) != 0;
-    out->hdr.type &= static_cast<uint8_t>(~rd_hdr::flag_ack_req);
-    if (out->ack_req && (out->hdr.type != rd_hdr::data)) {
-        return false; // the flag is DATA's
-    }
-    switch (out->hdr.type) {
-    case rd_hdr::data:
-        return out->hdr.am_id < UCT_AM_ID_MAX;
-    case rd_hdr::ack:
-    case rd_hdr::nak:
-    case rd_hdr::ack_req:
-        return true;
-    case rd_hdr::creq:
-        return out->body_len >= sizeof(creq_body);
-    case rd_hdr::crep:
-    case rd_hdr::rebind:
-        return out->body_len >= sizeof(crep_body);
-    case rd_hdr::disc:
-    case rd_hdr::alive:
-        return out->body_len >= sizeof(disc_body);
-    case rd_hdr::probe:
-        return out->body_len >= sizeof(probe_body);
-    default:
-        return false;
-    }
-}
-
-/// A reliable packet may be an RDMA WRITE with immediate data (uc_zv's
-/// put): the immediate is a marker bit, an ack-request bit and the psn, and
-/// the receive completion of the write is the packet.
-constexpr uint32_t put_imm_flag    = 0x80000000u;
-constexpr uint32_t put_imm_ack_req = 0x40000000u;
-inline uint32_t put_imm(uint16_t psn, bool ack_req)
-{
-    return __builtin_bswap32(put_imm_flag | (ack_req ? put_imm_ack_req : 0) | psn);
-}
-/// The receive side of put_imm: 'host_imm' is ntohl(wc.imm_data). True, with
-/// the psn and the ack request, only for what put_imm produces (the marker
-/// bit, no other bits).
-[[nodiscard]] inline bool decode_put_imm(uint32_t host_imm, uint16_t *psn, bool *ack_req)
-{
-    if (((host_imm & ~(put_imm_flag | put_imm_ack_req | 0xffffu)) != 0) ||
-        !(host_imm & put_imm_flag)) {
-        return false;
-    }
-    *psn     = static_cast<uint16_t>(host_imm);
-    *ack_req = (host_imm & put_imm_ack_req) != 0;
-    return true;
-}
 
 /// Payload that fits a small send buffer: short messages, connection
 /// requests, zero-copy headers, control packets. Everything else (bcopy)
@@ -291,6 +159,16 @@ struct send_queue {
     uint64_t done          = 0;
 };
 
+/// Where a work request goes: a datagram's address (ud: on a connected QP
+/// the provider ignores it) or an RDMA operation's target (rdma). What a
+/// descriptor carries is copied whole into its work request, so that
+/// posting it needs to know neither.
+union wr_target {
+    decltype(ibv_send_wr::wr.ud)   ud;
+    decltype(ibv_send_wr::wr.rdma) rdma;
+};
+static_assert(sizeof(wr_target) <= sizeof(ibv_send_wr::wr), "a part of the work request's");
+
 /// Send descriptor: at the start of a registered tx buffer, followed by
 /// the header and the copied payload. Released (buffer back to the pool,
 /// completion called) when it is acknowledged and no work request that
@@ -312,9 +190,9 @@ struct tx_desc {
     uint16_t          in_flight; ///< posted signaled work requests not completed
     bool              acked;
     uint8_t           num_sge;
-    uint8_t           opcode;      ///< IBV_WR_SEND, or RDMA_WRITE_WITH_IMM (uc_zv put)
-    uint32_t          rkey;        ///< put
-    uint64_t          remote_addr; ///< put
+    uint8_t           opcode;      ///< IBV_WR_SEND, or what its transport made it
+    uint32_t          imm_data;    ///< of an opcode with immediate data
+    wr_target         target;      ///< the endpoint's, or what its transport made it
     ibv_sge           sge[max_sge];
 
     rd_hdr *hdr() { return reinterpret_cast<rd_hdr *>(this + 1); }
@@ -341,14 +219,13 @@ struct rx_conn {
     uint16_t           seen_psn  = 0;     ///< rx.ack_psn() at the last scan
 };
 
-/// What a transport does that the core cannot: it is the one that knows
-/// its queue pairs. Chosen when the interface opens; constant.
+/// What a transport does that the core cannot, off the receive path: it is
+/// the one that knows its queue pairs. Chosen when the interface opens;
+/// constant. (What a received packet is for is the tenant's, a parameter
+/// of the progress function: rd_progress_inl.h.)
 struct rd_transport {
     const char *name;   ///< "ud_zv"
     const char *prefix; ///< of its variables: "UCX_UD_ZV_"
-    /// One received packet, 'pkt' its start in the receive buffer; 'b' is
-    /// null for an injected duplicate. True when UCP kept b.
-    bool (*rx)(rd_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b);
     /// A work request completed with an error.
     void (*wc_error)(rd_iface *iface, const ibv_wc &wc);
     /// The device reported queue pair 'qpn' in the error state.
@@ -525,11 +402,8 @@ ucs_status_t get_address(uct_iface_h uct_iface, uct_iface_addr_t *addr);
 ucs_status_t iface_flush(uct_iface_h uct_iface, unsigned, uct_completion_t *comp);
 ucs_status_t iface_fence(uct_iface_h, unsigned);
 
-/// What every progress does first: receives, send completions, timers,
-/// queued requests. Frees are deferred until progress_end(). 'Faults':
-/// fault injection is on (rd_iface::fault); the variant is chosen when the
-/// interface opens, so that the receive path without it does not look.
-template <bool Faults> unsigned progress_begin(rd_iface *iface);
+// progress_begin(), what every progress does first, is in
+// rd_progress_inl.h: compiled into each transport's progress.
 void free_deferred(rd_iface *iface);
 /// What every progress does last (inline: two tests on the hot path).
 inline void progress_end(rd_iface *iface)
@@ -550,9 +424,6 @@ void progress_enable(uct_iface_h iface, unsigned flags);
 
 /// UCP releases a receive buffer it kept (uct_recv_desc_t callback).
 void release_rx(uct_recv_desc_t *self, void *desc);
-/// Poll the receive CQ: handle what arrived (rd_transport::rx), through
-/// the fault injector when 'Faults', send due acks, repost.
-template <bool Faults> unsigned poll_rx(rd_iface *iface);
 /// Owed acks and NAKs that are due go out as packets of their own.
 void send_acks(rd_iface *iface, ucs_time_t now);
 /// Post d; 'first': its first posting, which may go unsignaled (a resend
@@ -579,9 +450,14 @@ ucs_status_t send_ctl(rd_iface *iface, ibv_qp *qp, ibv_ah *ah, uint32_t qpn,
 /// ack_psn the last psn delivered, then 'body'.
 ucs_status_t send_to_ep(rd_iface *iface, const rx_conn *c, uint8_t type, const void *body,
                         size_t body_len);
-/// A reliable packet (AM or, with am == false, a completed put) for 'c':
-/// the reliability verdict, then delivery. Returns true when UCP kept b.
-bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am);
+/// An active message for 'c' (b null: an injected duplicate): the
+/// reliability verdict, then delivery. Returns true when UCP kept b.
+bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b);
+/// A reliable packet for 'c' whose data the device already wrote in place
+/// (an RDMA WRITE with immediate data, the transport's to decode into p):
+/// the reliability verdict only, nothing is handed to UCP (b is not kept).
+void deliver_in_place(rd_iface *iface, rx_conn *c, const parsed_pkt &p,
+                      const iface::buffer *b);
 /// tx_limit again, after tx_paused or port_down changed.
 inline void tx_limit_update(rd_iface *iface)
 {

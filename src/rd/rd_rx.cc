@@ -1,21 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The reliable-datagram receive path: polling, fault injection, the
-// reliability verdict, delivery to UCP, owed acknowledgements. What a
-// packet is for is the transport's to find (rd_transport::rx).
-#include "rd/rd_ep.h"
+// The reliable-datagram receive path: the reliability verdict, delivery to
+// UCP, owed acknowledgements. Polling and fault injection are compiled into
+// each transport's progress (rd_progress_inl.h), which finds what a packet
+// is for.
+#include "rd/rd_progress_inl.h"
 
 #include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
 
-#include <algorithm>
 #include <cstring>
 #include <new>
 
 namespace zv::rd {
 
 namespace {
-
-constexpr unsigned rx_poll_batch = 16;
 
 /// Where UCP's data starts in a receive buffer.
 inline char *am_data(const rd_iface *iface, iface::buffer *b)
@@ -35,54 +33,15 @@ void release_rx(uct_recv_desc_t *self, void *desc)
     iface::buffer_pool::put(iface->rx_pool.from_data(data - iface->rx_offset - sizeof(rd_hdr)));
 }
 
-namespace {
-
-/// One received packet; consumes 'b' (null for an injected duplicate,
-/// which only reaches the reliability checks).
-void dispatch(rd_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
+void rx_failed(rd_iface *iface, iface::buffer *b, const ibv_wc &wc)
 {
-    if (!iface->tl->rx(iface, pkt, wc, b) && (b != nullptr)) {
-        iface::buffer_pool::put(b);
+    if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+        ucs_debug("qp 0x%x: receive completion error: %s", wc.qp_num,
+                  ibv_wc_status_str(wc.status));
     }
+    iface::buffer_pool::put(b);
+    iface->tl->wc_error(iface, wc);
 }
-
-/// A completed receive, through the fault injector.
-void receive_faulty(rd_iface *iface, iface::buffer *b, const ibv_wc &wc)
-{
-    switch (iface->fault.next()) {
-    case iface::fault_injector::action::drop:
-        iface::buffer_pool::put(b);
-        return;
-    case iface::fault_injector::action::dup: {
-        char copy[max_rx_offset + sizeof(rd_hdr) + sizeof(creq_body)];
-        ibv_wc wc_copy   = wc;
-        wc_copy.byte_len = static_cast<uint32_t>(std::min<size_t>(wc.byte_len,
-                                                                  sizeof(copy)));
-        std::memcpy(copy, b->data(), wc_copy.byte_len);
-        dispatch(iface, b->data(), wc, b);
-        dispatch(iface, copy, wc_copy, nullptr);
-        return;
-    }
-    case iface::fault_injector::action::hold:
-        if (iface->held_buf == nullptr) {
-            iface->held_buf = b;
-            iface->held_wc  = wc;
-            return;
-        }
-        break;
-    case iface::fault_injector::action::pass:
-        break;
-    }
-    dispatch(iface, b->data(), wc, b);
-    if (iface->held_buf != nullptr) {
-        // The held packet arrives after this one: reordered.
-        iface::buffer *h = iface->held_buf;
-        iface->held_buf  = nullptr;
-        dispatch(iface, h->data(), iface->held_wc, h);
-    }
-}
-
-} // namespace
 
 /// Owed acks and NAKs that are due go out as packets of their own.
 void send_acks(rd_iface *iface, ucs_time_t now)
@@ -112,48 +71,6 @@ void send_acks(rd_iface *iface, ucs_time_t now)
         p = &c->owe_next;
     }
 }
-
-template <bool Faults> unsigned poll_rx(rd_iface *iface)
-{
-    ibv_wc wc[rx_poll_batch];
-    int n = ibv_poll_cq(iface->recv_cq.get(), rx_poll_batch, wc);
-    for (int i = 0; i < n; ++i) {
-        auto *b = reinterpret_cast<iface::buffer *>(wc[i].wr_id);
-        iface->rx_ring.consumed();
-        if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) {
-            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
-                ucs_debug("qp 0x%x: receive completion error: %s", wc[i].qp_num,
-                          ibv_wc_status_str(wc[i].status));
-            }
-            iface::buffer_pool::put(b);
-            iface->tl->wc_error(iface, wc[i]);
-            continue;
-        }
-        if (Faults) {
-            receive_faulty(iface, b, wc[i]);
-        } else {
-            dispatch(iface, b->data(), wc[i], b);
-        }
-    }
-    if (Faults && (n <= 0) && (iface->held_buf != nullptr)) {
-        // Nothing came after the held packet: let it through now.
-        iface::buffer *h = iface->held_buf;
-        iface->held_buf  = nullptr;
-        dispatch(iface, h->data(), iface->held_wc, h);
-    }
-    // What arrived may make an ack due at once (a gap, a duplicate, a
-    // request, ack_every); a delayed one is the timers' (progress_begin).
-    if ((n > 0) && (iface->owe_conns != nullptr)) {
-        send_acks(iface, clock_now(iface));
-    }
-    if (__builtin_expect(iface->rx_ring.refill(), 0)) {
-        rx_limit_update(iface);
-    }
-    return static_cast<unsigned>(n > 0 ? n : 0);
-}
-
-template unsigned poll_rx<false>(rd_iface *iface);
-template unsigned poll_rx<true>(rd_iface *iface);
 
 namespace {
 
@@ -190,9 +107,9 @@ inline bool rx_full(const rd_iface *iface)
 /// stays posted), but answered, so that the sender knows its peer is
 /// alive: backpressure, never a dead endpoint.
 [[gnu::noinline]] bool refused(rd_iface *iface, rx_conn *c, const parsed_pkt &p,
-                               const iface::buffer *b, bool am)
+                               const iface::buffer *b)
 {
-    if (!rx_full(iface) || !am || (b == nullptr) || (p.hdr.psn != c->rx.expected())) {
+    if (!rx_full(iface) || (b == nullptr) || (p.hdr.psn != c->rx.expected())) {
         return false;
     }
     ++(iface->as.active ? iface->as.refused : iface->rx_refused);
@@ -200,17 +117,12 @@ inline bool rx_full(const rd_iface *iface)
     return true;
 }
 
-/// deliver_data() once it knows whether the receive path is at its limit
-/// (Slow: refused, or deferred by the async side); the fast one tests
-/// nothing of either.
-template <bool Slow>
-inline bool deliver(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
+/// The reliability verdict on a reliable packet for c: true when it is the
+/// next in order and b holds it, so that it is to be delivered.
+[[gnu::always_inline]] inline bool accepted(rd_iface *iface, rx_conn *c, const parsed_pkt &p,
+                                            const iface::buffer *b)
 {
-    const rd_hdr &hdr = p.hdr;
-    if (Slow && refused(iface, c, p, b, am)) {
-        return false;
-    }
-    rel::receiver::verdict v = c->rx.on_data(hdr.psn, clock_now(iface), p.ack_req);
+    rel::receiver::verdict v = c->rx.on_data(p.hdr.psn, clock_now(iface), p.ack_req);
     owe_link(iface, c);
     if (v == rel::receiver::verdict::duplicate) {
         ++iface->dup_rx;
@@ -220,8 +132,21 @@ inline bool deliver(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buf
         ++iface->gap_rx;
         return false;
     }
-    if (!am) {
-        return false; // a put: its data is in place, nothing to deliver
+    return true;
+}
+
+/// deliver_data() once it knows whether the receive path is at its limit
+/// (Slow: refused, or deferred by the async side); the fast one tests
+/// nothing of either.
+template <bool Slow>
+inline bool deliver(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b)
+{
+    const rd_hdr &hdr = p.hdr;
+    if (Slow && refused(iface, c, p, b)) {
+        return false;
+    }
+    if (!accepted(iface, c, p, b)) {
+        return false;
     }
     if (Slow && iface->as.active) {
         // (accepted: async_defer_am() has room, checked by refused())
@@ -231,19 +156,25 @@ inline bool deliver(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buf
 }
 
 [[gnu::noinline]] bool deliver_slow(rd_iface *iface, rx_conn *c, const parsed_pkt &p,
-                                    iface::buffer *b, bool am)
+                                    iface::buffer *b)
 {
-    return deliver<true>(iface, c, p, b, am);
+    return deliver<true>(iface, c, p, b);
 }
 
 } // namespace
 
-bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b, bool am)
+bool deliver_data(rd_iface *iface, rx_conn *c, const parsed_pkt &p, iface::buffer *b)
 {
     if (__builtin_expect(iface->rx_held >= iface->rx_hold_limit, 0)) {
-        return deliver_slow(iface, c, p, b, am);
+        return deliver_slow(iface, c, p, b);
     }
-    return deliver<false>(iface, c, p, b, am);
+    return deliver<false>(iface, c, p, b);
+}
+
+void deliver_in_place(rd_iface *iface, rx_conn *c, const parsed_pkt &p, const iface::buffer *b)
+{
+    // Never refused: what holds UCP's receive buffers does not hold it.
+    (void)accepted(iface, c, p, b);
 }
 
 bool invoke_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned length)

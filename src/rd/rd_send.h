@@ -49,6 +49,8 @@ inline tx_desc *desc_get(rd_ep *ep, uint8_t type, size_t payload)
     d->acked     = false;
     d->num_sge   = 1;
     d->opcode    = IBV_WR_SEND;
+    d->imm_data  = 0;
+    d->target    = ep->target;
     rd_hdr *h    = d->hdr();
     h->dest      = ep->peer_conn;
     h->ack_dest  = 0;
@@ -118,9 +120,48 @@ inline bool add_iov(tx_desc *d, const uct_iov_t *iov, size_t iovcnt)
     return true;
 }
 
-/// Number the packet, keep it for retransmission, post it. A failed post
-/// leaves it in the window: the timer sends it again. A connecting
-/// endpoint's packet waits in the window, unposted, for post_held().
+/// Number the packet and keep it for retransmission (send_desc's first
+/// half): its header has its psn and, when its ack is awaited, the
+/// ack-request flag. Nothing of it changes after.
+inline void number_desc(rd_ep *ep, tx_desc *d)
+{
+    rd_hdr *h = d->hdr();
+    if (ep->tx.idle()) {
+        busy_link(ep);
+    }
+    h->psn = ep->tx.push(&d->pkt, clock_now(ep->iface));
+    // Someone waits for this packet's ack (its completion, or room in the
+    // window): the receiver acknowledges it at once, not after ack_delay.
+    if (d->comp != nullptr) {
+        h->type |= rd_hdr::flag_ack_req;
+        ++ep->comps_unreleased;
+    } else if (ep->tx.window_full()) {
+        h->type |= rd_hdr::flag_ack_req;
+    }
+    ++ep->unreleased;
+}
+
+/// ud_zv's connection request: the one packet a connecting endpoint posts
+/// (what follows it waits for the connection).
+inline bool is_creq(tx_desc *d)
+{
+    return (d->hdr()->type & ~rd_hdr::flag_ack_req) == rd_hdr::creq;
+}
+
+/// Post a numbered packet (send_desc's second half). A failed post leaves
+/// it in the window: the timer sends it again. A connecting endpoint's
+/// packet waits in the window, unposted, for post_held().
+inline void post_numbered(rd_ep *ep, tx_desc *d)
+{
+    if (__builtin_expect(ep->st == rd_ep::state::connected, 1) || is_creq(d)) {
+        (void)post_desc(ep->iface, ep, d, true);
+    } // else it waits for the connection (post_held)
+}
+
+/// A SEND of 'len' bytes after the header: number it, keep it, post it
+/// (number_desc(), post_numbered()). A transport that writes what the
+/// packet's number decides into the descriptor (an RDMA write whose
+/// immediate data carries it) calls the two halves itself.
 void send_desc(rd_ep *ep, tx_desc *d, size_t len);
 
 } // namespace zv::rd

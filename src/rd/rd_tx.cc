@@ -32,17 +32,9 @@ ucs_status_t post_desc(rd_iface *iface, rd_ep *ep, tx_desc *d, bool first)
     wr.opcode       = static_cast<ibv_wr_opcode>(d->opcode);
     wr.send_flags   = (((d->num_sge == 1) && (d->sge[0].length <= iface->max_inline)) ?
                        IBV_SEND_INLINE : 0) | (silent ? 0 : IBV_SEND_SIGNALED);
-    // On a connected QP the provider ignores the datagram address.
-    if (d->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-        wr.imm_data            = put_imm(d->pkt.psn,
-                                         (d->hdr()->type & rd_hdr::flag_ack_req) != 0);
-        wr.wr.rdma.remote_addr = d->remote_addr;
-        wr.wr.rdma.rkey        = d->rkey;
-    } else {
-        wr.wr.ud.ah          = ep->ah;
-        wr.wr.ud.remote_qpn  = ep->peer_qpn;
-        wr.wr.ud.remote_qkey = iface->qkey;
-    }
+    // Where it goes, as its endpoint or its transport wrote it (desc_get).
+    wr.imm_data     = d->imm_data;
+    std::memcpy(&wr.wr, &d->target, sizeof(d->target));
     ibv_qp *qp = ep->qp;
     ibv_send_wr *bad;
     int ret = ibv_post_send(qp, &wr, &bad);
@@ -139,7 +131,7 @@ ucs_status_t send_to_conn(const rd_ep *ep, uint8_t type, const void *body, size_
     h.dest   = ep->peer_conn;
     h.type   = type;
     h.magic  = rd_hdr::magic_value;
-    return send_ctl(ep->iface, ep->qp, ep->ah, ep->peer_qpn, h, body, body_len);
+    return send_ctl(ep->iface, ep->qp, ep->target.ud.ah, ep->peer_qpn, h, body, body_len);
 }
 
 void settle_dropped(rd_iface *iface, tx_desc *d)

@@ -2,6 +2,8 @@
 // uc_zv: the reliable-datagram core on Unreliable Connected queue pairs.
 #include "uc/uc_iface.h"
 
+#include "rd/rd_progress_inl.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <arpa/inet.h>
@@ -252,11 +254,12 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
         }
         put.hdr.psn = psn;
         ++rd->rx_puts;
-        return deliver_data(rd, on.conn, put, b, false);
+        deliver_in_place(rd, on.conn, put, b);
+        return false;
     }
     parsed_pkt p;
     if ((wc.opcode != IBV_WC_RECV) || (wc.wc_flags & IBV_WC_WITH_IMM) ||
-        !parse_hdr(pkt, wc.byte_len, &p)) {
+        !parse_send(pkt, wc.byte_len, &p)) {
         ++rd->bad_rx;
         return false;
     }
@@ -268,12 +271,12 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
         }
         if (p.hdr.ack_dest != 0) { // the piggybacked ack of our endpoint's stream
             if (takes_acks(on.ep)) {
-                ep_packet(on.ep, p.hdr, nullptr);
+                ep_packet(on.ep, p.hdr, 0);
             } else {
                 ++rd->bad_rx;
             }
         }
-        return deliver_data(rd, on.conn, p, b, true);
+        return deliver_data(rd, on.conn, p, b);
     case rd_hdr::ack_req:
         if (on.conn == nullptr) {
             ++rd->bad_rx;
@@ -287,13 +290,23 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
             ++rd->bad_rx;
             return false;
         }
-        ep_packet(on.ep, p.hdr, p.body);
+        ep_packet(on.ep, p.hdr, 0);
         return false;
     default:
-        ++rd->bad_rx; // no CREQ/CREP/DISC on connected queue pairs
+        ++rd->bad_rx; // (parse_send() refused the rest)
         return false;
     }
 }
+
+/// uc_zv as the core's tenant: its progress is compiled for it
+/// (rd_progress_inl.h), and a received packet goes straight to rx_packet().
+struct tenant {
+    static bool rx(rd_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
+    {
+        return rx_packet(iface, pkt, wc, b);
+    }
+    static constexpr size_t max_body = wire::max_body;
+};
 
 /*
  * A QP in the error state. A UC QP gets there only for a local reason: on
@@ -529,7 +542,7 @@ template <bool Faults, bool Async = false>
 [[gnu::always_inline]] inline unsigned progress_core(rd_iface *rd)
 {
     uc_iface *iface = to_uc(rd);
-    unsigned count  = progress_begin<Faults>(rd);
+    unsigned count  = progress_begin<tenant, Faults>(rd);
     // Connection traffic is rare: every 32nd call, or while connecting;
     // every call of the async side (a peer may be waiting to connect).
     // (progress_begin counts the calls)
@@ -602,7 +615,7 @@ bool idle(const rd_iface *rd)
 }
 
 constexpr rd_transport uc_transport = {
-    "uc_zv", "UCX_UC_ZV_", rx_packet, wc_error, qp_fatal, nullptr, ep_freed, true, idle,
+    "uc_zv", "UCX_UC_ZV_", wc_error, qp_fatal, nullptr, ep_freed, true, idle,
 };
 
 constexpr uct_iface_ops_t make_ops()

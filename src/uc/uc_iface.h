@@ -6,6 +6,7 @@
 #include "iface/conn.h"
 #include "iface/qp_table.h"
 #include "rd/rd_ep.h"
+#include "uc/uc_wire.h"
 
 #include <vector>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // uc_zv puts: RDMA WRITE with immediate data under the reliability of
-// src/rd/rel.h (see uc.cc).
+// src/rd/rel.h (see uc.cc; the immediate's encoding is uc_wire.h's).
 #include "uc/uc_iface.h"
 
 #include "iface/check.h"
@@ -24,11 +24,21 @@ inline tx_desc *put_desc(rd_ep *ep, size_t length, size_t copy, uint64_t remote_
     if (__builtin_expect(d == nullptr, 0)) {
         return nullptr;
     }
-    d->opcode      = IBV_WR_RDMA_WRITE_WITH_IMM;
-    d->remote_addr = remote_addr;
-    d->rkey        = static_cast<uint32_t>(rkey);
-    d->num_sge     = 0;
+    d->opcode                  = IBV_WR_RDMA_WRITE_WITH_IMM;
+    d->target.rdma.remote_addr = remote_addr;
+    d->target.rdma.rkey        = static_cast<uint32_t>(rkey);
+    d->num_sge                 = 0;
     return d;
+}
+
+/// Number the put, keep it, post it (rd::send_desc() for a put): its psn
+/// and ack request travel as its immediate data (uc_wire.h).
+inline void send_put(rd_ep *ep, tx_desc *d)
+{
+    number_desc(ep, d);
+    const rd_hdr *h = d->hdr();
+    d->imm_data     = put_imm(h->psn, (h->type & rd_hdr::flag_ack_req) != 0);
+    post_numbered(ep, d);
 }
 
 } // namespace
@@ -52,7 +62,7 @@ ucs_status_t ep_put_short(uct_ep_h uct_ep, const void *buffer, unsigned length,
     }
     std::memcpy(d->payload(), buffer, length);
     d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()), length, d->buf->lkey};
-    send_desc(ep, d, length);
+    send_put(ep, d);
     return UCS_OK;
 }
 
@@ -78,7 +88,7 @@ ssize_t ep_put_bcopy(uct_ep_h uct_ep, uct_pack_callback_t pack_cb, void *arg,
     }
     d->sge[d->num_sge++] = {reinterpret_cast<uintptr_t>(d->payload()),
                             static_cast<uint32_t>(length), d->buf->lkey};
-    send_desc(ep, d, length);
+    send_put(ep, d);
     return static_cast<ssize_t>(length);
 }
 
@@ -109,7 +119,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h uct_ep, const uct_iov_t *iov, size_t iovcnt,
     }
     d->comp = comp;
     ++ep->iface->tx_put_zcopy;
-    send_desc(ep, d, total);
+    send_put(ep, d);
     return UCS_INPROGRESS;
 }
 

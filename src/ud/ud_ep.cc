@@ -42,7 +42,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     }
     ud_iface *iface = to_ud(ep->iface);
     ep->qp          = iface->qp.get();
-    status          = ah_for(iface, ep->peer, &ep->ah);
+    status          = ah_for(iface, ep->peer, &ep->target.ud.ah);
     if (status != UCS_OK) {
         ep_discard(ep);
         return status;

@@ -2,6 +2,8 @@
 // ud_zv interface: its UD QP, progress, the QP's error state, close.
 #include "ud/ud_iface.h"
 
+#include "rd/rd_progress_inl.h"
+
 #include <ucs/debug/log_def.h>
 #include <ucs/time/time.h>
 
@@ -47,7 +49,7 @@ void recover_qp(ud_iface *iface)
 template <bool Faults> [[gnu::always_inline]] inline unsigned progress_core(rd_iface *rd)
 {
     ud_iface *iface = to_ud(&rd->super.super.super);
-    unsigned count  = progress_begin<Faults>(&iface->super);
+    unsigned count  = progress_begin<tenant, Faults>(&iface->super);
     // (progress_begin counts the calls)
     if (__builtin_expect((iface->super.progress_count.load(std::memory_order_relaxed) & 1023) == 0, 0)) {
         scan_conns(iface); // (it reads the clock: every 1024th call)
@@ -124,7 +126,7 @@ bool idle(const rd_iface *rd)
 }
 
 constexpr rd_transport ud_transport = {
-    "ud_zv", "UCX_UD_ZV_", rx_packet, wc_error, qp_fatal, conn_freed, nullptr, false, idle,
+    "ud_zv", "UCX_UD_ZV_", wc_error, qp_fatal, conn_freed, nullptr, false, idle,
 };
 
 constexpr uct_iface_ops_t make_ops()

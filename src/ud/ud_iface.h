@@ -4,6 +4,7 @@
 #define ZV_UD_UD_IFACE_H
 
 #include "rd/rd_ep.h"
+#include "ud/ud_wire.h"
 
 #include <deque>
 #include <map>
@@ -38,15 +39,8 @@ using namespace zv::rd; // ud_zv is the core's packets on a datagram QP
  * resends what was lost.
  */
 
-constexpr size_t   grh_len = 40;
 constexpr uint32_t qkey    = 0x1ee7a330; ///< of every ud_zv QP
 static_assert(grh_len <= max_rx_offset, "the core's room for a transport header");
-
-/// Validate a received datagram: the GRH, then the packet (parse_hdr).
-[[nodiscard]] inline bool parse_packet(const char *pkt, size_t len, parsed_pkt *out)
-{
-    return (len >= grh_len) && parse_hdr(pkt + grh_len, len - grh_len, out);
-}
 
 /// What is kept of a reclaimed receive connection, so that an endpoint that
 /// was only silent finds its stream where it left it (ud_reclaim.cc).
@@ -95,8 +89,18 @@ inline ud_iface *to_ud(uct_iface_h iface) { return reinterpret_cast<ud_iface *>(
 // Shared between the ud_*.cc files.
 ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
 void ep_destroy(uct_ep_h ep);
-/// One received datagram (rd_transport::rx).
+/// One received datagram (tenant::rx).
 bool rx_packet(rd_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b);
+
+/// ud_zv as the core's tenant: its progress is compiled for it
+/// (rd_progress_inl.h), and a received packet goes straight to rx_packet().
+struct tenant {
+    static bool rx(rd_iface *iface, const char *pkt, const ibv_wc &wc, iface::buffer *b)
+    {
+        return rx_packet(iface, pkt, wc, b);
+    }
+    static constexpr size_t max_body = wire::max_body;
+};
 ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p);
 /// A new receive connection for endpoint peer_ep of the peer interface
 /// (dev, src_qp), expecting first_psn; null when refused (counted, logged).

@@ -141,9 +141,9 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
             return false;
         }
         if (hdr.ack_dest != 0) {
-            handle_ep_packet(rd, hdr, src_qp, nullptr, 0);
+            handle_ep_packet(rd, hdr, src_qp, 0);
         }
-        return deliver_data(rd, c, p, b, true);
+        return deliver_data(rd, c, p, b);
     }
     case rd_hdr::creq:
         handle_creq(iface, hdr, src_qp, p.body, pkt, (wc.wc_flags & IBV_WC_GRH) != 0);
@@ -166,10 +166,15 @@ bool rx_packet(rd_iface *rd, const char *pkt, const ibv_wc &wc, iface::buffer *b
     }
     case rd_hdr::ack:
     case rd_hdr::nak:
-    case rd_hdr::crep:
-    case rd_hdr::rebind:
-        handle_ep_packet(rd, hdr, src_qp, p.body, p.body_len);
+        handle_ep_packet(rd, hdr, src_qp, 0);
         return false;
+    case rd_hdr::crep:
+    case rd_hdr::rebind: {
+        crep_body r; // parse_packet() checked the length
+        std::memcpy(&r, p.body, sizeof(r));
+        handle_ep_packet(rd, hdr, src_qp, r.conn_id);
+        return false;
+    }
     default:
         ++rd->bad_rx;
         return false;

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: the receive-side validation of ud_zv and uc_zv
-// (src/rd/rd_iface.h, src/ud/ud_iface.h): parse_packet, a datagram as the UD QP hands it over
-// (40-byte GRH, rd_hdr, body), and parse_hdr, the same without GRH (a SEND
-// on a uc_zv queue pair). Every input goes through both; its first four
+// (src/rd/rd_wire.h, src/ud/ud_wire.h, src/uc/uc_wire.h): parse_packet, a
+// datagram as the UD QP hands it over (40-byte GRH, rd_hdr, body), and
+// parse_hdr, the same without GRH (rd::parse_hdr, as a SEND on a uc_zv queue
+// pair goes through it). Every input goes through both; its first four
 // bytes are also a uc_zv put's immediate data (decode_put_imm).
+#include "uc/uc_wire.h"
 #include "ud/ud_iface.h"
 
 #include "fuzz_common.h"
@@ -11,6 +13,7 @@
 #include <cstring>
 
 using namespace zv::ud;
+using namespace zv::uc;
 
 namespace {
 
