@@ -120,11 +120,13 @@ gid=${ZV_BENCH_GID:-${gid:-0}}
 # it, so UCX must not warn about it there (UCX logs go to stdout)
 export UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n
 # The zv peers get the module through the build tree's Open MPI component
-# (nothing installed); the UCX peers run without it, as UCX ships.
-pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | cut -d: -f3)
+# (nothing installed); the UCX peers run without it, as UCX ships. The
+# component path on mpirun's command line: Open MPI 5's mpirun overrides
+# an OMPI_MCA_mca_base_component_path given with -x by PMIx's directory.
 if [ -e "$b/.libs/mca_rcache_zverbs.so" ]; then
-    zv_args=(-x OMPI_MCA_mca_base_component_path="$b/.libs:$pkglib" --mca rcache_zverbs_module "$mod")
-else   # built without the component (Open MPI 5): preload the module
+    zv_args=(--mca mca_base_component_path "$("$src/contrib/ompi-rank-path.sh" "$b/.libs")"
+             --mca rcache_zverbs_module "$mod")
+else   # configured --without-ompi: preload the module
     zv_args=(-x LD_PRELOAD="$mod")
 fi
 LD_PRELOAD=$mod ucx_info -d > "$tmp/tls" 2>&1 || true

@@ -84,7 +84,7 @@ static int zverbs_register(void);
 static int zverbs_open(void);
 static mca_rcache_base_module_t *zverbs_init(mca_rcache_base_resources_t *res);
 
-OPAL_MODULE_DECLSPEC extern mca_rcache_base_component_t mca_rcache_zverbs_component;
+OPAL_DECLSPEC extern mca_rcache_base_component_t mca_rcache_zverbs_component;
 
 mca_rcache_base_component_t mca_rcache_zverbs_component = {
     .rcache_version = {

@@ -10,6 +10,10 @@ pass=0; fail=0
 check() { local name=$1; shift
     if "$@"; then echo "PASS: $name [${SECONDS}s]"; pass=$((pass+1)); else echo "FAIL: $name [${SECONDS}s]"; fail=$((fail+1)); fi; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# Open MPI 5's mpirun hands every rank PMIx's component directory as
+# mca_base_component_path: name Open MPI's own for every mpirun here, as
+# the README does (nothing under Open MPI 4.1, whose ranks search it).
+eval "$("$s/contrib/ompi-rank-path.sh" --env)"
 # Where the time goes: each part's seconds into the stage-time table.
 . "$s/contrib/stages.sh"
 part_begin "ucx_info, scale, configuration checks"

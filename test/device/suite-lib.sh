@@ -15,6 +15,10 @@ if ! declare -F check > /dev/null; then      # standalone
         if "$@"; then echo "PASS: $name"; pass=$((pass+1)); else echo "FAIL: $name"; fail=$((fail+1)); fi; }
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
+    # Open MPI 5's mpirun hands every rank PMIx's component directory as
+    # mca_base_component_path: name Open MPI's own for every mpirun here, as
+    # the README does (nothing under Open MPI 4.1, whose ranks search it).
+    eval "$("$s/contrib/ompi-rank-path.sh" --env)"
     if [ -z "${ZV_SUITE_NO_INSTALL:-}" ]; then   # deb-suite.sh installs packages instead
         make -C "$b" install > "$tmp/install.log" 2>&1 || { tail "$tmp/install.log"; exit 1; }
         ldconfig

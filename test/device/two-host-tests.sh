@@ -89,6 +89,9 @@ guest() {
     if [ -d "$stage/usr" ] && cp -a "$stage/." / &&
        ssh $peer "cp -a '$stage/.' /" >"$tmp/install.b" 2>&1; then
         ok "zverbs installed on zv-a and $peer ($(since "$t") s)"
+        # Open MPI 5's mpirun hands every rank PMIx's component directory
+        # (README, Selecting zverbs): name Open MPI's own for each mpirun.
+        eval "$("$here/../../contrib/ompi-rank-path.sh" --env)"
     else
         cat "$tmp/install.b" 2>/dev/null
         bad "zverbs installed on zv-a and $peer (from $stage)"
