@@ -76,23 +76,29 @@ if [ -d /sys/devices/system/node/node1 ]; then
             -x UCX_TLS="$rt_tl,self" -x UCX_NET_DEVICES=rxe0:1,rxe1:1 -x UCX_MAX_RNDV_RAILS=2 \
             "$ms_t/zv_soak" -d 8 -S 1048576 > "$ms_dir/numa" 2>&1 &
         rt_mp=$!
-        sleep 5
-        rt_pages=
-        for rt_p in $(pgrep -x zv_soak); do
-            # Pages under a policy of node N that sit on node N.
-            rt_pages+=" $(awk '/:0 .*N0=/ { sub(/.*N0=/, ""); n0 += $1 }
-                               /:1 .*N1=/ { sub(/.*N1=/, ""); n1 += $1 }
-                               END { printf "%d/%d", n0, n1 }' "/proc/$rt_p/numa_maps" 2>/dev/null)"
+        # Read while the soak runs (8 s once the ranks are set up, which on
+        # a loaded host takes more than a few seconds): until both ranks
+        # have pages on both nodes, or the job ends; the best reading counts.
+        rt_pages='' rt_good=0
+        for _ in $(seq 60); do
+            sleep 1
+            rt_now='' rt_n=0
+            for rt_p in $(pgrep -x zv_soak); do
+                # Pages under a policy of node N that sit on node N.
+                rt_x=$(awk '/:0 .*N0=/ { sub(/.*N0=/, ""); n0 += $1 }
+                            /:1 .*N1=/ { sub(/.*N1=/, ""); n1 += $1 }
+                            END { printf "%d/%d", n0, n1 }' "/proc/$rt_p/numa_maps" 2>/dev/null)
+                rt_now+=" $rt_x"
+                [ "${rt_x%/*}" -gt 0 ] 2>/dev/null && [ "${rt_x#*/}" -gt 0 ] && rt_n=$((rt_n + 1))
+            done
+            [ $rt_n -lt $rt_good ] || [ -z "$rt_now" ] || { rt_pages=$rt_now; rt_good=$rt_n; }
+            [ $rt_good -lt 2 ] && kill -0 $rt_mp 2>/dev/null || break
         done
         wait $rt_mp; rt_rc=$?
         echo "  $rt_tl: exit $rt_rc; pages bound to and on node 0/node 1, per rank:$rt_pages"
         [ $rt_rc = 0 ] || grep -m 3 -E "ERROR|Error" "$ms_dir/numa" | sed 's/^/    /'
         check "locality: $rt_tl over both rails: data intact" \
             bash -c "[ $rt_rc = 0 ] && grep -qE '^soak: .* 0 errors' '$ms_dir/numa'"
-        rt_good=0
-        for rt_x in $rt_pages; do
-            [ "${rt_x%/*}" -gt 0 ] && [ "${rt_x#*/}" -gt 0 ] && rt_good=$((rt_good + 1))
-        done
         check "locality: $rt_tl: both ranks' buffers on both devices' nodes ($rt_pages )" \
             test $rt_good = 2
     done
