@@ -90,11 +90,11 @@ else
         # The release tarball: it builds in a directory of its own, passes
         # the quick unit tests, installs under a prefix (DESTDIR too) and
         # uninstalls cleanly. Of the test programs it builds only what those
-        # tests run: zv_unit, and zv_probe for module_load.sh (the device
+        # tests run: zv_unit, zv_nomem, and zv_probe for module_load.sh (the device
         # tests and the other MPI programs are the device tier's).
         echo "==== make distcheck"
         if stage_run "make distcheck" make -C "$build" distcheck TESTS="$ZV_DISTCHECK_TESTS" \
-               check_PROGRAMS='test/unit/zv_unit$(EXEEXT) mpi-tests/zv_probe$(EXEEXT)' \
+               check_PROGRAMS='test/unit/zv_unit$(EXEEXT) test/unit/zv_nomem$(EXEEXT) mpi-tests/zv_probe$(EXEEXT)' \
                > "$build/distcheck.log" 2>&1; then
             echo "distcheck: 1 passed, 0 failed"
             grep -E '^(PASS|FAIL|ERROR):|archives ready' "$build/distcheck.log" | sed 's/^/  /' || true
