@@ -237,6 +237,9 @@ void destroy_qp(ibv_qp *qp)
 
 void qp_to_error(ibv_qp *qp)
 {
+    if (qp->state == IBV_QPS_RESET) {
+        return; // never connected: nothing to flush (and RESET -> ERR is refused)
+    }
     ibv_qp_attr a = {};
     a.qp_state    = IBV_QPS_ERR;
     int ret       = ibv_modify_qp(qp, &a, IBV_QP_STATE);

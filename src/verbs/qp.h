@@ -86,7 +86,8 @@ rc_timing cap_to_device(rc_timing timing, const ibv_device_attr &attr);
 [[nodiscard]] ucs_status_t create_ah(const device &dev, const port_info &port,
                                      const remote_port &remote, ah *ah_p);
 
-/// Move a QP to the ERROR state (flushes its outstanding work requests).
+/// Move a QP to the ERROR state (flushes its outstanding work requests); a
+/// QP still in RESET, never connected, has none and is left as it is.
 void qp_to_error(ibv_qp *qp);
 
 /// A QP in the error state whose receive queue still holds work requests
