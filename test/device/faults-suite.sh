@@ -197,7 +197,7 @@ for fs_tl in $(fs_tls restart); do
     # ud_zv has no connected QP: what a peer leaves is a receive connection,
     # counted by the survivor's interface when it closes (debug log).
     env LD_PRELOAD="$b/.libs/libuct_zv.so.0" UCX_${fs_T}_CONN_TIMEOUT=2s \
-        UCX_RC_ZV_TIMEOUT=20ms UCX_RC_ZV_RETRY_COUNT=3 UCX_UD_ZV_TIMEOUT=2s \
+        UCX_RC_ZV_TIMEOUT=20ms UCX_RC_ZV_RETRY_COUNT=3 UCX_UD_ZV_TIMEOUT=2s UCX_UC_ZV_TIMEOUT=2s \
         UCX_LOG_LEVEL=$([ $fs_tl = ud_zv ] && echo debug || echo warn) \
         "$b/contrib/bench/zv_restart" serve $fs_tl "$dev:1" "$fs_f" > "$ms_dir/serve.out" 2>&1 &
     fs_srv=$!

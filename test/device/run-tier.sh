@@ -59,12 +59,32 @@ if [ -n "$prefix_build" ] && ! wait $prefix_pid; then
     echo "device tier: the build for the unprivileged install (configure --prefix) failed"
     exit 1
 fi
+# Both installs staged here, as the two-host stage stages its own: make
+# install under emulation spends half a minute in libtool's shell for the
+# three libraries (the guest copies the staged tree in: a second or two).
+# The user's install runs as nobody (no root step, nothing written outside
+# its DESTDIR); the guest checks every file it staged is under the prefix.
+stage_root= stage_user=
+if want one-vm && [ $hca = 0 ]; then
+    stage_root=$build/stage-one-vm
+    rm -rf "$stage_root"
+    make -C "$build" install DESTDIR="$stage_root" > "$build/stage-one-vm.log" 2>&1 ||
+        { tail -n 20 "$build/stage-one-vm.log"; echo "device tier: make install DESTDIR=$stage_root failed"; exit 1; }
+    if [ -n "$prefix_build" ]; then
+        stage_user=$prefix_build/stage
+        rm -rf "$stage_user"; mkdir -p "$stage_user"; chown nobody: "$stage_user"
+        setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME=/nonexistent \
+            make -C "$prefix_build" install DESTDIR="$stage_user" > "$prefix_build/stage.log" 2>&1 ||
+            { tail -n 20 "$prefix_build/stage.log"; echo "device tier: make install DESTDIR=... as nobody failed"; exit 1; }
+    fi
+fi
 status=0
 if want one-vm; then
     stage_run "device: one VM (test/device/device-tests.sh)" \
     "$src/contrib/vm/run.sh" --timeout "$timeout" --cpus 2 --share "$src" --share "$build" \
         ${ucx_src:+--share "$ucx_src"} \
-        -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" ${prefix_build:+-e ZV_PREFIX_BUILDDIR="$prefix_build"} -- \
+        -e ZV_BUILDDIR="$build" -e ZV_SRCDIR="$src" ${prefix_build:+-e ZV_PREFIX_BUILDDIR="$prefix_build"} \
+        ${stage_root:+-e ZV_INSTALL_STAGED="$stage_root"} ${stage_user:+-e ZV_PREFIX_STAGED="$stage_user"} -- \
         "$src/test/device/device-tests.sh" || status=$?
 fi
 

@@ -22,7 +22,7 @@
 #                      ud_zv and uc_zv (tens of minutes); bandwidth under
 #                      faults to 1 MiB, 256 KiB for rc_* (rxe's RC retry
 #                      stalls on each lost packet)
-#   ZV_SOAK_SECONDS    soak length per transport (default 30 s, 600 s full)
+#   ZV_SOAK_SECONDS    soak length per transport (default 15 s, 600 s full)
 #   ZV_TWO_HOST_TIMEOUT  the two-VM boot's limit (default 1200 s, 7200 s full)
 #   ZV_TWO_HOST_PARTS  which parts run after the setup checks (default
 #                      "wire soak coll8 busy cut kill"; cut only in the full
@@ -221,7 +221,7 @@ guest() {
     # ---- soak: mixed traffic (messages of every size from reused and fresh
     # buffers, allreduce, one-sided put/get) with 1 % loss on both NICs,
     # every byte checked, resident memory growth bounded (zv_soak -g)
-    local soak=${ZV_SOAK_SECONDS:-$([ "$full" = 1 ] && echo 600 || echo 30)}
+    local soak=${ZV_SOAK_SECONDS:-$([ "$full" = 1 ] && echo 600 || echo 15)}
     part soak && { zv-wire both loss 1% || bad "zv-wire both loss 1%"; }
     for tl in $(part soak && echo "$tls"); do
         tl_args "$tl" >/dev/null || continue
