@@ -388,13 +388,15 @@ INSTANTIATE_TEST_SUITE_P(loss, am_under_faults,
                                             ::testing::Values("0.01,0,0", "0.05,0,0",
                                                               "0,0.05,0", "0,0,0.05",
                                                               "0.01,0.01,0.01",
-                                                              "0.05,0.05,0.05")));
+                                                              "0.05,0.05,0.05")),
+                         tl_param_name());
 // (RDMA WRITE with fault injection: uc_zv alone of ZV_TLS_PUT and ZV_TLS_RD.)
 INSTANTIATE_TEST_SUITE_P(clean_and_lossy, put_under_faults,
                          ::testing::Combine(::testing::Values("uc_zv"),
                                             ::testing::Values("0,0,0,auto",
                                                               "0.05,0.05,0.05,auto",
                                                               "0,0,0,off",
-                                                              "0.05,0.05,0.05,off")));
+                                                              "0.05,0.05,0.05,off")),
+                         tl_param_name());
 
 } // namespace zv::test

@@ -117,33 +117,33 @@ TEST_P(pending, slow_pending_requests_all_go_out_in_order)
     ASSERT_NE(nullptr, ep);
     am_values sink;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
-    uint64_t n       = 0;
-    unsigned pending = 0;
-    auto end         = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    uint64_t n      = 0;
+    unsigned queued = 0;
+    auto end        = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     while ((n < 10000) && (std::chrono::steady_clock::now() < end)) {
         ucs_status_t st = uct_ep_am_short(ep, am_id, n, nullptr, 0);
         if (st == UCS_ERR_NO_RESOURCE) {
-            auto *r = slow_request::make(ep, n, &pending);
+            auto *r = slow_request::make(ep, n, &queued);
             st = uct_ep_pending_add(ep, &r->super, 0);
             if (st == UCS_ERR_BUSY) {
                 delete r;
                 continue; // resources came back: send it now
             }
             ASSERT_EQ(UCS_OK, st);
-            ++pending;
+            ++queued;
         } else {
             ASSERT_EQ(UCS_OK, st);
         }
         ++n;
     }
-    ASSERT_GT(pending, 0u) << "the resources never ran out in 3 s";
+    ASSERT_GT(queued, 0u) << "the resources never ran out in 3 s";
     EXPECT_TRUE(run_until({&m_a, &m_b}, [&] { return sink.got.size() == n; }, 30))
-            << sink.got.size() << " of " << n << " arrived, " << pending
-            << " requests still pending";
+            << sink.got.size() << " of " << n << " arrived, " << queued
+            << " requests still queued";
     for (uint64_t i = 0; i < sink.got.size(); ++i) {
         ASSERT_EQ(i, sink.got[i]) << "out of order";
     }
-    EXPECT_EQ(0u, pending);
+    EXPECT_EQ(0u, queued);
     EXPECT_EQ(0u, s_ep_errors);
 }
 

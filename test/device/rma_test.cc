@@ -17,7 +17,33 @@ namespace zv::test {
 
 namespace {
 
-class put : public tl_test {
+class rma : public tl_test {
+protected:
+    /// A zero-copy put (local -> remote) or get (remote -> local) of the
+    /// first 'size' bytes, posted when the endpoint takes it and waited
+    /// for; the completion's status (an error: a failure is reported).
+    ucs_status_t zcopy(uct_ep_h ep, bool is_put, const region &local, const region &remote,
+                       size_t size)
+    {
+        uct_iov_t iov = {local.addr, size, local.memh, 0, 1};
+        counting_comp c;
+        ucs_status_t st;
+        const uint64_t raddr = reinterpret_cast<uintptr_t>(remote.addr);
+        EXPECT_TRUE(wait_for([&] {
+            st = is_put ? uct_ep_put_zcopy(ep, &iov, 1, raddr, remote.rkey.rkey, &c.super)
+                        : uct_ep_get_zcopy(ep, &iov, 1, raddr, remote.rkey.rkey, &c.super);
+            return st != UCS_ERR_NO_RESOURCE;
+        }));
+        EXPECT_EQ(UCS_INPROGRESS, st);
+        if (st != UCS_INPROGRESS) {
+            return UCS_STATUS_IS_ERR(st) ? st : UCS_ERR_IO_ERROR;
+        }
+        EXPECT_TRUE(wait_for([&] { return c.done == 1; }));
+        return (c.done == 1) ? c.status : UCS_ERR_TIMED_OUT;
+    }
+};
+
+class put : public rma {
 protected:
     uint64_t needs() const override
     {
@@ -26,7 +52,7 @@ protected:
     }
 };
 
-class get : public tl_test {
+class get : public rma {
 protected:
     uint64_t needs() const override
     {
@@ -78,17 +104,9 @@ TEST_P(put, short_bcopy_zcopy_1B_to_4MiB_data_checked)
         // put_zcopy: local -> remote
         fill(local.addr, size, seed);
         std::memset(remote.addr, 0, size);
-        uct_iov_t iov = {local.addr, size, local.memh, 0, 1};
-        counting_comp c1;
-        ucs_status_t st;
-        ASSERT_TRUE(wait_for([&] {
-            st = uct_ep_put_zcopy(ep, &iov, 1, (uintptr_t)remote.addr, remote.rkey.rkey, &c1.super);
-            return st != UCS_ERR_NO_RESOURCE;
-        }));
-        ASSERT_EQ(UCS_INPROGRESS, st);
-        ASSERT_TRUE(wait_for([&] { return c1.done == 1; }));
-        EXPECT_EQ(UCS_OK, c1.status);
+        ASSERT_EQ(UCS_OK, zcopy(ep, true, local, remote, size));
         EXPECT_TRUE(check(remote.addr, size, seed)) << "put_zcopy " << size;
+        ucs_status_t st;
 
         if (size <= m_a.attr.cap.put.max_bcopy) {
             // put_bcopy from unregistered memory
@@ -224,17 +242,9 @@ TEST_P(get, bcopy_zcopy_1B_to_4MiB_data_checked)
         // get_zcopy: remote -> local
         fill(remote.addr, size, seed + 100);
         std::memset(local.addr, 0, size);
-        uct_iov_t iov = {local.addr, size, local.memh, 0, 1};
-        counting_comp c2;
-        ucs_status_t st;
-        ASSERT_TRUE(wait_for([&] {
-            st = uct_ep_get_zcopy(ep, &iov, 1, (uintptr_t)remote.addr, remote.rkey.rkey, &c2.super);
-            return st != UCS_ERR_NO_RESOURCE;
-        }));
-        ASSERT_EQ(UCS_INPROGRESS, st);
-        ASSERT_TRUE(wait_for([&] { return c2.done == 1; }));
-        EXPECT_EQ(UCS_OK, c2.status);
+        ASSERT_EQ(UCS_OK, zcopy(ep, false, local, remote, size));
         EXPECT_TRUE(check(local.addr, size, seed + 100)) << "get_zcopy " << size;
+        ucs_status_t st;
 
         if (size <= m_a.attr.cap.get.max_bcopy) {
             std::vector<uint8_t> dst(size);

@@ -33,7 +33,7 @@ namespace zv::test {
 #define ZV_TLS_RD "ud_zv", "uc_zv"
 /// Instantiate 'fixture' for the transports listed (ZV_TLS_* or names).
 #define ZV_INSTANTIATE(fixture, ...) \
-    INSTANTIATE_TEST_SUITE_P(tl, fixture, ::testing::Values(__VA_ARGS__))
+    INSTANTIATE_TEST_SUITE_P(tl, fixture, ::testing::Values(__VA_ARGS__), tl_param_name())
 
 /// The AM id the behaviour fixtures' senders and sinks use.
 constexpr uint8_t am_id = 11;
