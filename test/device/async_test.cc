@@ -181,12 +181,9 @@ TEST_P(async_rd, a_computing_receiver_keeps_its_peer_and_loses_nothing)
     // (TIMEOUT 3 s: a loaded host can hold a VM's async thread for a
     // second; the point is a compute phase longer than the timeout.)
     uct_side c, d;
-    open_side(c, {{"TIMEOUT", "3s"}});
-    open_side(d, {{"TIMEOUT", "3s"}});
     am_values sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
-    uct_ep_h ep = create_ep(c, d);
-    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    uct_ep_h ep = delivering_pair(c, {{"TIMEOUT", "3s"}}, d, {{"TIMEOUT", "3s"}}, sink);
+    ASSERT_NE(nullptr, ep);
     // d computes: only c progresses, for two TIMEOUTs, sending 100 more.
     unsigned sent = 0;
     run_until({&c}, [&] {
@@ -219,12 +216,9 @@ TEST_P(async_rd, a_computing_receiver_keeps_its_peer_and_loses_nothing)
 TEST_P(async_rd, an_idle_interface_sleeps_while_its_worker_computes_and_a_packet_wakes_it)
 {
     uct_side c, d;
-    open_side(c, {{"TIMEOUT", "3s"}});
-    open_side(d, {{"TIMEOUT", "3s"}});
     am_values sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
-    uct_ep_h ep = create_ep(c, d);
-    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    uct_ep_h ep = delivering_pair(c, {{"TIMEOUT", "3s"}}, d, {{"TIMEOUT", "3s"}}, sink);
+    ASSERT_NE(nullptr, ep);
     ASSERT_TRUE(run_until({&c, &d}, [&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }, 10));
     // Both compute: within a few ticks, both timers sleep, and stay asleep.
     auto start = std::chrono::steady_clock::now();

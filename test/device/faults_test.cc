@@ -167,12 +167,9 @@ TEST_P(peer_timeout, an_idle_peer_that_progresses_keeps_its_connection)
     // unanswered: a live endpoint answers, however long it stays silent.
     const char *t = is_uc() ? "CONN_TIMEOUT" : "TIMEOUT";
     uct_side c, d;
-    open_side(c, {{t, "1s"}});
-    open_side(d, {{t, "1s"}});
     am_values sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
-    uct_ep_h ep = create_ep(c, d);
-    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    uct_ep_h ep = delivering_pair(c, {{t, "1s"}}, d, {{t, "1s"}}, sink);
+    ASSERT_NE(nullptr, ep);
     run_until({&c, &d}, [] { return false; }, 4.0); // four TIMEOUTs of silence
     ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d})) << "after 4 s idle: " << sink.got.size();
     EXPECT_EQ(0u, s_ep_errors);
@@ -196,12 +193,9 @@ TEST_P(peer_timeout, an_idle_peer_that_progresses_keeps_its_connection)
 TEST_P(peer_timeout, a_port_down_holds_the_endpoints_and_a_port_that_stays_down_fails_them)
 {
     uct_side c, d;
-    open_side(c, {{"TIMEOUT", "1s"}});
-    open_side(d, {{"TIMEOUT", "1s"}});
     am_values sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
-    uct_ep_h ep = create_ep(c, d);
-    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    uct_ep_h ep = delivering_pair(c, {{"TIMEOUT", "1s"}}, d, {{"TIMEOUT", "1s"}}, sink);
+    ASSERT_NE(nullptr, ep);
     port_event(c, verbs::async_event::kind::port_down);
     // 2 x TIMEOUT: nothing can be sent, nothing fails.
     ucs_status_t last = UCS_OK;

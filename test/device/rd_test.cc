@@ -238,12 +238,9 @@ ZV_INSTANTIATE(graveyard, ZV_TLS_RD);
 TEST_P(reclaim, a_vanished_peer_leaves_no_receive_connection)
 {
     uct_side c, d;
-    open_side(c);
-    open_side(d, {{"TIMEOUT", "1s"}});
     am_values sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
-    uct_ep_h ep = create_ep(c, d);
-    ASSERT_TRUE(deliver(ep, 10, sink, {&c, &d}));
+    uct_ep_h ep = delivering_pair(c, {}, d, {{"TIMEOUT", "1s"}}, sink);
+    ASSERT_NE(nullptr, ep);
     ud::ud_iface *di = ud::to_ud(d.iface);
     ASSERT_EQ(1u, di->super.conns.count());
     // As a killed process: the interface goes with its endpoint, no DISC.

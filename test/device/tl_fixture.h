@@ -97,6 +97,15 @@ protected:
         return ep;
     }
 
+    /// Interfaces c (opened with 'c_cfg') and d (with 'd_cfg'), d keeping
+    /// the values of its messages in 'sink', and an endpoint of c to d over
+    /// which 10 messages were delivered (null on failure, which is reported).
+    uct_ep_h delivering_pair(uct_side &c,
+                             const std::vector<std::pair<const char *, const char *>> &c_cfg,
+                             uct_side &d,
+                             const std::vector<std::pair<const char *, const char *>> &d_cfg,
+                             am_values &sink);
+
     /// A message sent on 'ep' (AM 'id') now arrives at m_b, and the
     /// endpoint flushes: the connection still works.
     void expect_connection_works(uct_ep_h ep, uint64_t value, uint8_t id = am_id)
@@ -176,6 +185,26 @@ bool deliver(uct_ep_h ep, unsigned n, am_values &to, std::vector<uct_side *> sid
 /// stops after 'timeout' s. Returns false on an error.
 bool send_values(uct_ep_h ep, uint64_t &next, uint64_t end, const std::vector<uct_side *> &sides,
                  double timeout);
+
+template <typename Param>
+uct_ep_h tl_test_t<Param>::delivering_pair(
+        uct_side &c, const std::vector<std::pair<const char *, const char *>> &c_cfg,
+        uct_side &d, const std::vector<std::pair<const char *, const char *>> &d_cfg,
+        am_values &sink)
+{
+    open_side(c, c_cfg);
+    open_side(d, d_cfg);
+    EXPECT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
+    uct_ep_h ep = create_ep(c, d);
+    if (this->HasFailure() || !deliver(ep, 10, sink, {&c, &d})) {
+        ADD_FAILURE() << "10 messages were not delivered";
+        if (ep != nullptr) {
+            uct_ep_destroy(ep);
+        }
+        return nullptr;
+    }
+    return ep;
+}
 
 } // namespace zv::test
 
