@@ -358,6 +358,7 @@ TEST_P(hostile_peer, a_request_naming_another_sender_gets_no_answer)
     EXPECT_EQ(1u, answered()) << "a request not from the GID it names was answered";
 }
 
-INSTANTIATE_TEST_SUITE_P(tl, hostile_peer, ::testing::Values("rc_zv", "uc_zv", "ud_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, hostile_peer, ::testing::Values("rc_zv", "uc_zv", "ud_zv"),
+                         tl_param_name());
 
 } // namespace zv::test

@@ -1,48 +1,32 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Endpoint lifetimes and send-path limits, on every zv transport:
-//  - a pending callback that destroys its own endpoint and another one, or
-//    purges its own queue, inside progress: nothing runs on a destroyed
-//    endpoint, a purged request is never dispatched, the interface goes on;
-//  - a QP forced into the error state fails its endpoint, and only it;
-//    ud_zv's interface QP in the error state is reset instead: nothing is
-//    posted to it meanwhile, and what was sent before arrives afterwards;
-//  - am_zcopy beyond the advertised limits is refused, not sent (it would
-//    overrun the peer's receive buffer).
-#include "test_util.h"
-#include "uct_fixture.h"
+// Endpoint and QP lifetimes, on every zv transport:
+//  - a destroyed endpoint has completed its sends, whether destroyed
+//    outside progress, inside it, or before it connected; a new endpoint
+//    takes sends at once and delivers them once connected;
+//  - a QP forced into the error state: rc_zv fails its endpoint, and only
+//    it; ud_zv and uc_zv reset it in place: nothing is lost, no endpoint
+//    fails (ud_zv's interface QP takes no work meanwhile).
+#include "tl_fixture.h"
 #include "log_guard.h"
 
+#include "md/zv_md.h"
 #include "rc/rc_ep.h"
+#include "rd/rd_iface.h"
 #include "ud/ud_iface.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace zv::test {
 
 namespace {
 
-constexpr uint8_t am_id = 17;
-
-class lifetime : public uct_test, public ::testing::WithParamInterface<const char *> {
+class lifetime : public tl_test {
 protected:
-    const char *tl_name() const override { return GetParam(); }
-    bool is(const char *tl) const { return std::strcmp(GetParam(), tl) == 0; }
-
-    /// Fill the endpoint's send resources without progress: AMs until
-    /// NO_RESOURCE (a full send queue or window).
-    void fill(uct_ep_h ep)
-    {
-        uint64_t v = 0;
-        unsigned n = 0;
-        while (uct_ep_am_short(ep, am_id, v++, nullptr, 0) == UCS_OK) {
-            ASSERT_LT(++n, 1000000u) << "send resources never ran out";
-        }
-    }
-
     /// The endpoint's own QP (rc_zv and uc_zv).
     ibv_qp *qp_of(uct_ep_h ep) const
     {
@@ -53,125 +37,330 @@ protected:
     }
 };
 
-struct counter_sink {
-    unsigned count = 0;
-    static ucs_status_t handler(void *arg, void *, size_t, unsigned)
-    {
-        ++static_cast<counter_sink *>(arg)->count;
-        return UCS_OK;
-    }
-};
-
-/// A pending request whose callback runs 'action' once and reports OK.
-struct action_req {
-    uct_pending_req_t     super;
-    std::function<void()> action;
-    int                   calls = 0;
-    static ucs_status_t cb(uct_pending_req_t *self)
-    {
-        auto *r = reinterpret_cast<action_req *>(self);
-        if (r->calls++ == 0 && r->action) {
-            r->action();
-        }
-        return UCS_OK;
-    }
-    action_req() { super.func = cb; }
-};
-
-struct purged_list {
-    std::vector<uct_pending_req_t *> reqs;
-    static void cb(uct_pending_req_t *req, void *arg)
-    {
-        static_cast<purged_list *>(arg)->reqs.push_back(req);
-    }
-};
-
-/// Add 'r' to 'ep' (retrying BUSY by progressing nothing: the endpoint is
-/// full, so BUSY means a bug).
-void add_pending(uct_ep_h ep, action_req &r)
-{
-    ASSERT_EQ(UCS_OK, uct_ep_pending_add(ep, &r.super, 0));
-}
-
-} // namespace
-
-TEST_P(lifetime, pending_callback_destroys_its_endpoint_and_another_inside_progress)
-{
-    counter_sink sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
-    uct_ep_h e1 = create_ep(m_a, m_b), e2 = create_ep(m_a, m_b);
-    ASSERT_TRUE(e1 && e2);
-    ASSERT_TRUE(wait_for([&] {
-        return (uct_ep_flush(e1, 0, nullptr) == UCS_OK) && (uct_ep_flush(e2, 0, nullptr) == UCS_OK);
-    }));
-    fill(e1);
-    fill(e2);
-    // e2's request first, then e1's, which destroys both; then one more on
-    // each that must never run.
-    action_req r2, r1, after1, after2;
-    bool destroyed = false;
-    r1.action = [&] {
-        uct_ep_destroy(e2);
-        uct_ep_destroy(e1);
-        destroyed = true;
-    };
-    r2.action = [&] {};
-    // Before e1's request runs, e2's queue may drain (a transport dispatches
-    // an endpoint's requests while it has resources): what must never
-    // happen is a request running on an endpoint already destroyed.
-    int after_destroy = 0;
-    after1.action = after2.action = [&] { after_destroy += destroyed ? 1 : 0; };
-    add_pending(e2, r2);
-    add_pending(e1, r1);
-    add_pending(e1, after1);
-    add_pending(e2, after2);
-    ASSERT_TRUE(wait_for([&] { return destroyed; }, 60)) << "e1's request never dispatched";
-    for (int i = 0; i < 2000; ++i) {
-        progress();
-    }
-    EXPECT_EQ(0, after_destroy) << "a request of a destroyed endpoint was dispatched";
-    EXPECT_EQ(0, after1.calls) << "e1's second request ran, though e1's first destroys it";
-    EXPECT_LE(after2.calls, 1);
-    EXPECT_LE(r2.calls, 1);
-    // The interface goes on: a new endpoint connects and delivers.
-    unsigned before = sink.count;
-    uct_ep_h e3     = connect(m_a, m_b);
-    ASSERT_NE(nullptr, e3);
-    ASSERT_TRUE(wait_for([&] { return uct_ep_am_short(e3, am_id, 7, nullptr, 0) == UCS_OK; }));
-    EXPECT_TRUE(wait_for([&] { return sink.count > before; }));
-    EXPECT_EQ(0u, s_ep_errors);
-}
-
-TEST_P(lifetime, pending_callback_purges_its_own_queue)
-{
-    counter_sink sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
-    uct_ep_h ep = connect(m_a, m_b);
-    ASSERT_NE(nullptr, ep);
-    fill(ep);
-    purged_list purged;
-    action_req first, second, third;
-    first.action = [&] { uct_ep_pending_purge(ep, purged_list::cb, &purged); };
-    add_pending(ep, first);
-    add_pending(ep, second);
-    add_pending(ep, third);
-    ASSERT_TRUE(wait_for([&] { return first.calls > 0; }, 60));
-    for (int i = 0; i < 2000; ++i) {
-        progress();
-    }
-    ASSERT_EQ(2u, purged.reqs.size());
-    EXPECT_EQ(&second.super, purged.reqs[0]);
-    EXPECT_EQ(&third.super, purged.reqs[1]);
-    EXPECT_EQ(0, second.calls) << "a purged request was dispatched";
-    EXPECT_EQ(0, third.calls) << "a purged request was dispatched";
-    EXPECT_EQ(1, first.calls);
-}
-
 /// rc_zv: one QP per endpoint, which cannot be reset under a live peer
 /// connection (uc_zv's can: uc_qp below; ud_zv's endpoints share the
 /// interface's).
 class own_qp : public lifetime {
 };
+
+/// ud_zv and uc_zv: a QP in the error state is reset, keeping its number.
+class qp_reset : public lifetime {};
+
+/// uc_zv: one QP per connection, reset in place when it enters the error
+/// state: its endpoint goes on, and the others are untouched.
+class uc_qp : public lifetime {
+protected:
+    /// 'n' bcopy messages over ep, flushed; each delivered once.
+    void send_and_flush(uct_ep_h ep, counter_sink &sink, unsigned n)
+    {
+        std::vector<uint8_t> data(512, 0x3c);
+        pack_arg pa{data.data(), data.size()};
+        const unsigned before = sink.count;
+        for (unsigned i = 0; i < n; ++i) {
+            ASSERT_TRUE(wait_for([&] { return uct_ep_am_bcopy(ep, am_id, pack_cb, &pa, 0) >= 0; }));
+        }
+        EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
+        EXPECT_TRUE(wait_for([&] { return sink.count == before + n; })) << sink.count - before;
+    }
+};
+
+/// ud_zv: one QP per interface, reset in place when it enters the error state.
+class ud_iface_qp : public lifetime {
+};
+
+/// A zero-copy send's completion: the buffer is the user's again, and the
+/// user writes over it at once (as a request completed by UCP may be
+/// reused). If a work request could still read it, the peer would get the
+/// poison.
+struct poisoning_comp {
+    uct_completion_t super;
+    char            *slice  = nullptr;
+    size_t           len    = 0;
+    int              done   = 0;
+    ucs_status_t     status = UCS_OK;
+
+    static void cb(uct_completion_t *self)
+    {
+        auto *c   = reinterpret_cast<poisoning_comp *>(self);
+        ++c->done;
+        c->status = self->status;
+        std::memset(c->slice, 0xee, c->len);
+    }
+    poisoning_comp()
+    {
+        super.func   = cb;
+        super.count  = 1;
+        super.status = UCS_OK;
+    }
+};
+
+/// Counts the messages it gets and those that are not the pattern.
+struct pattern_sink {
+    unsigned got = 0, bad = 0;
+    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned)
+    {
+        auto *self = static_cast<pattern_sink *>(arg);
+        ++self->got;
+        self->bad += check(data, length, 5) ? 0 : 1;
+        return UCS_OK;
+    }
+};
+
+/// The completion of one endpoint's send destroys another endpoint, inside
+/// progress, and records what the other's completions had seen by then.
+struct destroy_in_callback {
+    uct_completion_t                  super;
+    uct_ep_h                          victim = nullptr;
+    const std::vector<counting_comp> *comps  = nullptr;
+    const std::vector<unsigned>      *outstanding = nullptr;
+    bool                              called = false;
+    unsigned                          done_at_return = 0;
+
+    static void cb(uct_completion_t *self)
+    {
+        auto *d = reinterpret_cast<destroy_in_callback *>(self);
+        d->called = true;
+        uct_ep_destroy(d->victim);
+        for (unsigned i : *d->outstanding) {
+            d->done_at_return += static_cast<unsigned>((*d->comps)[i].done);
+        }
+    }
+};
+
+} // namespace
+
+/// uct_ep_destroy() with zero-copy sends outstanding (posted, not flushed,
+/// no progress since) has called every one's completion when it returns,
+/// and a pending flush's, as UCP's forced close relies on (UCX's
+/// test_uct_ep.destroy_entity_after_send). Each completion comes only once
+/// no work request can read the send's buffer: each poisons its buffer,
+/// and the peer never receives the poison. On ud_zv and uc_zv the
+/// destroyed endpoint keeps nothing that waits for the device (it is not
+/// left in the graveyard).
+TEST_P(lifetime, a_destroyed_endpoint_has_completed_its_zero_copy_sends)
+{
+    pattern_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, pattern_sink::handler, &sink,
+                                               0));
+    constexpr unsigned rounds = 10, max_ops = 128;
+    const size_t len = std::min<size_t>(m_a.attr.cap.am.max_zcopy, 4096);
+    region r         = reg(len * max_ops, UCT_MD_MEM_ACCESS_ALL);
+    unsigned outstanding_total = 0;
+    for (unsigned round = 0; round < rounds; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        uct_ep_h ep = connected_ep(m_a, m_b);
+        ASSERT_NE(nullptr, ep);
+        std::vector<poisoning_comp> comps(max_ops);
+        std::vector<unsigned> outstanding;
+        for (unsigned i = 0; i < max_ops; ++i) {
+            char *slice     = static_cast<char *>(r.addr) + i * len;
+            comps[i].slice  = slice;
+            comps[i].len    = len;
+            fill(slice, len, 5);
+            uct_iov_t iov   = {slice, len, r.memh, 0, 1};
+            ucs_status_t st = uct_ep_am_zcopy(ep, am_id, nullptr, 0, &iov, 1, 0,
+                                              &comps[i].super);
+            if (st == UCS_INPROGRESS) {
+                outstanding.push_back(i);
+                continue;
+            }
+            if (st == UCS_OK) {
+                continue; // done at once: no completion comes
+            }
+            ASSERT_EQ(UCS_ERR_NO_RESOURCE, st);
+            break;
+        }
+        counting_comp flush_comp;
+        ucs_status_t fst = uct_ep_flush(ep, 0, &flush_comp.super);
+        ASSERT_TRUE((fst == UCS_OK) || (fst == UCS_INPROGRESS) ||
+                    (fst == UCS_ERR_NO_RESOURCE)) << ucs_status_string(fst);
+        outstanding_total += outstanding.size();
+
+        uct_ep_destroy(ep); // no progress since the sends
+
+        unsigned missing = 0;
+        for (unsigned i : outstanding) {
+            if (comps[i].done != 1) {
+                ++missing;
+                continue;
+            }
+            EXPECT_TRUE((comps[i].status == UCS_ERR_CANCELED) || (comps[i].status == UCS_OK))
+                    << "send " << i << ": " << ucs_status_string(comps[i].status);
+        }
+        EXPECT_EQ(0u, missing) << "of " << outstanding.size()
+                               << " zero-copy sends outstanding at uct_ep_destroy()";
+        if (fst == UCS_INPROGRESS) {
+            EXPECT_EQ(1, flush_comp.done) << "the pending flush was not completed";
+        }
+        if (is_rd()) {
+            EXPECT_TRUE(rd::to_rd(m_a.iface)->graveyard.empty())
+                    << "the destroyed endpoint still waits for the device";
+        }
+        if (HasFailure()) {
+            break;
+        }
+    }
+    EXPECT_GT(outstanding_total, 0u) << "nothing was outstanding: the test tested nothing";
+    // The interface is fine: a new endpoint's messages arrive. Whatever
+    // the destroyed endpoints' sends delivered was not poisoned.
+    uct_ep_h ep = connect(m_a, m_b);
+    ASSERT_NE(nullptr, ep);
+    expect_connection_works(ep, 7, am_id + 1);
+    EXPECT_EQ(0u, sink.bad) << "of " << sink.got << " messages received, " << sink.bad
+                            << " carried the poison written at their completion";
+    dereg(r);
+}
+
+/// The same when the endpoint is destroyed from a completion callback,
+/// inside progress: its sends have not been acknowledged (its peer does
+/// not progress), some may still be in the send queue.
+TEST_P(lifetime, an_endpoint_destroyed_inside_progress_has_completed_its_sends)
+{
+    uct_side c;
+    using self_t = std::remove_pointer_t<decltype(this)>;
+    struct closer {
+        self_t       *t;
+        uct_side     *s;
+        ~closer() { t->close_side(*s); } // (also when an ASSERT returns)
+    } close_c{this, &c};
+    open_side(c);
+    unsigned got_b = 0, got_c = 0;
+    auto counter = [](void *arg, void *, size_t, unsigned) {
+        ++*static_cast<unsigned *>(arg);
+        return UCS_OK;
+    };
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter, &got_b, 0));
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(c.iface, am_id, counter, &got_c, 0));
+    const size_t len = std::min<size_t>(m_a.attr.cap.am.max_zcopy, 4096);
+    region r         = reg(len, UCT_MD_MEM_ACCESS_ALL);
+    uct_iov_t iov    = {r.addr, len, r.memh, 0, 1};
+
+    for (unsigned round = 0; round < 5; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        uct_ep_h victim = create_ep(m_a, m_b);
+        ASSERT_TRUE(run_until({&m_a, &m_b, &c}, [&] {
+            return uct_ep_flush(victim, 0, nullptr) == UCS_OK;
+        }));
+        uct_ep_h other = connected_ep(m_a, c);
+        ASSERT_NE(nullptr, other);
+        std::vector<counting_comp> comps(64);
+        std::vector<unsigned> outstanding;
+        for (unsigned i = 0; i < comps.size(); ++i) {
+            ucs_status_t st = uct_ep_am_zcopy(victim, am_id, nullptr, 0, &iov, 1, 0,
+                                              &comps[i].super);
+            if (st == UCS_INPROGRESS) {
+                outstanding.push_back(i);
+            } else if (st != UCS_OK) {
+                ASSERT_EQ(UCS_ERR_NO_RESOURCE, st);
+                break;
+            }
+        }
+        destroy_in_callback d;
+        d.super.func   = destroy_in_callback::cb;
+        d.super.count  = 1;
+        d.super.status = UCS_OK;
+        d.victim       = victim;
+        d.comps        = &comps;
+        d.outstanding  = &outstanding;
+        ucs_status_t st = UCS_ERR_NO_RESOURCE;
+        ASSERT_TRUE(run_until({&m_a, &c}, [&] {
+            st = uct_ep_am_zcopy(other, am_id, nullptr, 0, &iov, 1, 0, &d.super);
+            return st != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_INPROGRESS, st);
+        // m_b does not progress: the victim's sends stay unacknowledged.
+        ASSERT_TRUE(run_until({&m_a, &c}, [&] { return d.called; }, 20))
+                << "the other endpoint's send did not complete";
+        EXPECT_EQ(outstanding.size(), d.done_at_return)
+                << "completions called when uct_ep_destroy() returned inside progress";
+        // Progress frees what was deferred; nothing is left waiting.
+        run_until({&m_a, &m_b, &c}, [&] { return false; }, 0.2);
+        if (is_rd()) {
+            EXPECT_TRUE(rd::to_rd(m_a.iface)->graveyard.empty());
+        }
+        for (unsigned i : outstanding) {
+            EXPECT_EQ(1, comps[i].done) << "send " << i << " completed twice or never";
+        }
+        uct_ep_destroy(other);
+        if (HasFailure()) {
+            break;
+        }
+    }
+    dereg(r);
+}
+
+/// A new endpoint takes sends at once, before its connection exists, as
+/// UCX's transports do once connected (uct_p2p_am_alignment sends right
+/// after uct_ep_create, and UCP's wireup sends its first message so):
+/// what is sent waits for the connection and arrives in order, a zero-copy
+/// send completes once acknowledged, and a flush covers them.
+TEST_P(lifetime, a_new_endpoint_takes_sends_at_once_and_delivers_them_once_connected)
+{
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
+    const size_t len = sizeof(uint64_t);
+    region r         = reg(len, UCT_MD_MEM_ACCESS_ALL);
+    uint64_t five    = 5;
+    std::memcpy(r.addr, &five, len);
+    uct_ep_h ep = create_ep(m_a, m_b); // no progress since: not connected
+    ASSERT_NE(nullptr, ep);
+    for (uint64_t v = 0; v < 4; ++v) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, v, nullptr, 0)) << "send " << v;
+    }
+    uint64_t four = 4;
+    ASSERT_EQ(static_cast<ssize_t>(len),
+              uct_ep_am_bcopy(ep, am_id, [](void *dest, void *arg) -> size_t {
+                  std::memcpy(dest, arg, sizeof(uint64_t));
+                  return sizeof(uint64_t);
+              }, &four, 0));
+    counting_comp zcomp, fcomp;
+    uct_iov_t iov = {r.addr, len, r.memh, 0, 1};
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(ep, am_id, nullptr, 0, &iov, 1, 0, &zcomp.super));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &fcomp.super));
+    EXPECT_EQ(0u, sink.got.size());
+    EXPECT_TRUE(run_until({&m_a, &m_b}, [&] {
+        return (sink.got.size() == 6) && (zcomp.done == 1) && (fcomp.done == 1);
+    }, 30)) << sink.got.size() << " of 6 arrived, zero-copy completion " << zcomp.done
+            << ", flush " << fcomp.done;
+    for (uint64_t i = 0; i < sink.got.size(); ++i) {
+        EXPECT_EQ(i, sink.got[i]) << "out of order";
+    }
+    EXPECT_EQ(UCS_OK, zcomp.status);
+    EXPECT_EQ(UCS_OK, fcomp.status);
+    EXPECT_EQ(0u, s_ep_errors);
+    uct_ep_destroy(ep);
+    dereg(r);
+}
+
+/// An endpoint destroyed before its connection existed has completed what
+/// it sent meanwhile (UCS_ERR_CANCELED) when uct_ep_destroy returns, and
+/// none of it reaches the peer afterwards.
+TEST_P(lifetime, an_endpoint_destroyed_while_it_connects_cancels_what_it_sent)
+{
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &sink, 0));
+    region r = reg(64, UCT_MD_MEM_ACCESS_ALL);
+    for (int round = 0; round < 3; ++round) {
+        uct_ep_h ep = create_ep(m_a, m_b);
+        ASSERT_NE(nullptr, ep);
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, am_id, 1, nullptr, 0));
+        counting_comp z, f;
+        uct_iov_t iov = {r.addr, 64, r.memh, 0, 1};
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(ep, am_id, nullptr, 0, &iov, 1, 0, &z.super));
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &f.super));
+        uct_ep_destroy(ep);
+        EXPECT_EQ(1, z.done) << "the zero-copy send was not completed";
+        EXPECT_EQ(UCS_ERR_CANCELED, z.status) << ucs_status_string(z.status);
+        EXPECT_EQ(1, f.done) << "the flush was not completed";
+    }
+    run_until({&m_a, &m_b}, [] { return false; }, 1.0);
+    EXPECT_EQ(0u, sink.got.size()) << "a destroyed endpoint's message arrived";
+    EXPECT_EQ(0u, s_ep_errors);
+    dereg(r);
+}
+
+ZV_INSTANTIATE(lifetime, ZV_TLS_ALL);
+
 
 TEST_P(own_qp, qp_in_error_fails_its_endpoint_and_only_it)
 {
@@ -208,23 +397,72 @@ TEST_P(own_qp, qp_in_error_fails_its_endpoint_and_only_it)
     EXPECT_TRUE(logged_only(logs, "with error"));
 }
 
-/// uc_zv: one QP per connection, reset in place when it enters the error
-/// state: its endpoint goes on, and the others are untouched.
-class uc_qp : public lifetime {
-protected:
-    /// 'n' bcopy messages over ep, flushed; each delivered once.
-    void send_and_flush(uct_ep_h ep, counter_sink &sink, unsigned n)
-    {
-        std::vector<uint8_t> data(512, 0x3c);
-        pack_arg pa{data.data(), data.size()};
-        const unsigned before = sink.count;
-        for (unsigned i = 0; i < n; ++i) {
-            ASSERT_TRUE(wait_for([&] { return uct_ep_am_bcopy(ep, am_id, pack_cb, &pa, 0) >= 0; }));
-        }
-        EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
-        EXPECT_TRUE(wait_for([&] { return sink.count == before + n; })) << sink.count - before;
+// The device's events as the interfaces get them (from the md's reader in
+// UCX's async thread, through the worker's progress): a QP-fatal event
+// fails that endpoint only (a device-fatal event: faults_test.cc).
+TEST_P(own_qp, qp_fatal_event_fails_that_endpoint_only)
+{
+    expect_log_problems logs; // (what it provokes is logged, checked at the end)
+    counter_sink sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
+    uct_ep_h bad = connect(m_a, m_b), good = connect(m_a, m_b);
+    ASSERT_TRUE(bad && good);
+    verbs::async_event ev;
+    ev.what   = verbs::async_event::kind::qp_fatal;
+    ev.type   = IBV_EVENT_QP_FATAL;
+    ev.qp_num = qp_of(bad)->qp_num;
+    md::from_uct(m_md)->events.deliver(ev);
+    ASSERT_TRUE(wait_for([&] { return s_ep_errors > 0; }, 10)) << "the endpoint never failed";
+    EXPECT_EQ(UCS_ERR_IO_ERROR, s_last_ep_error);
+    EXPECT_TRUE(UCS_STATUS_IS_ERR(uct_ep_flush(bad, 0, nullptr)));
+    ASSERT_TRUE(wait_for([&] { return uct_ep_am_short(good, am_id, 1, nullptr, 0) == UCS_OK; }));
+    EXPECT_TRUE(wait_for([&] { return sink.count == 1; }));
+    EXPECT_EQ(1u, s_ep_errors);
+    EXPECT_TRUE(logged_only(logs, "qp 0x"));
+}
+
+/// A QP that enters the error state (a send while its port went down, or
+/// after the port was back but before its address was) is reset, keeping
+/// its number: nothing is lost and no endpoint fails, whether it is the
+/// sender's QP or the one the receiver's acks leave on. (ud_zv resets its
+/// one QP; uc_zv the connection's, and failed the endpoint before.)
+TEST_P(qp_reset, a_qp_in_the_error_state_is_reset_and_loses_nothing)
+{
+    uct_side c, d;
+    open_side(c);
+    open_side(d);
+    am_values sink;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(d.iface, am_id, am_values::handler, &sink, 0));
+    uct_ep_h ep   = create_ep(c, d);
+    uct_ep_h back = create_ep(d, c); // (uc_zv: on the QP d's acks leave on)
+    uint64_t next = 0;
+    ASSERT_TRUE(send_values(ep, next, 100, {&c, &d}, 10.0));
+    // (connected both ways: a QP still in RESET cannot be put in error)
+    run_until({&c, &d}, [&] { return sink.got.size() >= next; }, 10.0);
+    ASSERT_EQ(next, sink.got.size());
+    const uint64_t resets_c = rd::to_rd(c.iface)->qp_resets;
+    const uint64_t resets_d = rd::to_rd(d.iface)->qp_resets;
+    for (uct_ep_h broken : {ep, back}) {
+        verbs::qp_to_error(rd::to_ep(broken)->qp);
+        ASSERT_TRUE(send_values(ep, next, next + 300, {&c, &d}, 20.0))
+                << "stalled; d: signaled " << rd::to_rd(d.iface)->tx_signaled << ", outstanding "
+                << rd::to_rd(d.iface)->tx_outstanding << ", receives posted "
+                << rd::to_rd(d.iface)->rx_ring.posted() << "; c: signaled "
+                << rd::to_rd(c.iface)->tx_signaled << ", receives posted "
+                << rd::to_rd(c.iface)->rx_ring.posted();
+        ASSERT_EQ(next, 100u + ((broken == ep) ? 300u : 600u)) << "the sends stalled";
     }
-};
+    run_until({&c, &d}, [&] { return sink.got.size() >= next; }, 20.0);
+    ASSERT_EQ(next, sink.got.size()) << "messages lost";
+    for (uint64_t v = 0; v < next; ++v) {
+        ASSERT_EQ(v, sink.got[v]) << "out of order or twice";
+    }
+    EXPECT_EQ(0u, s_ep_errors) << "an endpoint failed with its QP";
+    EXPECT_GT(rd::to_rd(c.iface)->qp_resets, resets_c) << "the sender's QP was not reset";
+    EXPECT_GT(rd::to_rd(d.iface)->qp_resets, resets_d) << "the receiver's QP was not reset";
+    uct_ep_destroy(back);
+    uct_ep_destroy(ep);
+}
 
 TEST_P(uc_qp, qp_in_error_is_reset_and_its_endpoint_goes_on)
 {
@@ -266,10 +504,6 @@ TEST_P(uc_qp, qp_fatal_event_resets_that_qp_only)
     EXPECT_EQ(0u, s_ep_errors);
 }
 
-/// ud_zv: one QP per interface, reset in place when it enters the error state.
-class ud_iface_qp : public lifetime {
-};
-
 TEST_P(ud_iface_qp, qp_in_error_takes_no_work_until_reset_then_delivers_everything)
 {
     counter_sink sink;
@@ -303,132 +537,9 @@ TEST_P(ud_iface_qp, qp_in_error_takes_no_work_until_reset_then_delivers_everythi
     EXPECT_EQ(0u, s_ep_errors);
 }
 
-TEST_P(lifetime, am_zcopy_beyond_the_advertised_limits_is_refused)
-{
-    expect_log_problems logs; // (what it provokes is logged, checked at the end)
-    counter_sink sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
-    uct_ep_h ep = connect(m_a, m_b);
-    ASSERT_NE(nullptr, ep);
-    const uct_iface_attr_t &a = m_a.attr;
-    ASSERT_TRUE(a.cap.flags & UCT_IFACE_FLAG_AM_ZCOPY);
-    region r = reg(a.cap.am.max_zcopy + 4096, UCT_MD_MEM_ACCESS_LOCAL_READ);
-    std::vector<char> hdr(a.cap.am.max_hdr + 1, 1);
-    // Header plus payload one byte over max_zcopy; header over max_hdr.
-    uct_iov_t over = {r.addr, a.cap.am.max_zcopy - 7, r.memh, 0, 1};
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_am_zcopy(ep, am_id, hdr.data(), 8, &over, 1, 0, nullptr));
-    uct_iov_t small = {r.addr, 64, r.memh, 0, 1};
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_ep_am_zcopy(ep, am_id, hdr.data(), a.cap.am.max_hdr + 1, &small, 1, 0, nullptr));
-    std::vector<uct_iov_t> many(a.cap.am.max_iov + 1, small);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_ep_am_zcopy(ep, am_id, hdr.data(), 8, many.data(), many.size(), 0, nullptr));
-    // Exactly at the limit: sent and delivered, the connection intact.
-    uct_iov_t full = {r.addr, a.cap.am.max_zcopy - 8, r.memh, 0, 1};
-    counting_comp c;
-    ucs_status_t st;
-    ASSERT_TRUE(wait_for([&] {
-        st = uct_ep_am_zcopy(ep, am_id, hdr.data(), 8, &full, 1, 0, &c.super);
-        return st != UCS_ERR_NO_RESOURCE;
-    }));
-    ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
-    EXPECT_TRUE(wait_for([&] { return sink.count == 1; }));
-    if (st == UCS_INPROGRESS) {
-        EXPECT_TRUE(wait_for([&] { return c.done == 1; }));
-        EXPECT_EQ(UCS_OK, c.status);
-    }
-    EXPECT_TRUE(wait_for([&] { return uct_ep_flush(ep, 0, nullptr) == UCS_OK; }));
-    EXPECT_EQ(0u, s_ep_errors);
-    dereg(r);
-    EXPECT_TRUE(logged_only(logs, "am_zcopy"));
-}
-
-// The device's events as the interfaces get them (from the md's reader in
-// UCX's async thread, through the worker's progress): a QP-fatal event
-// fails that endpoint only; a device-fatal event fails every endpoint of
-// every interface on the device, and new endpoints are refused.
-TEST_P(own_qp, qp_fatal_event_fails_that_endpoint_only)
-{
-    expect_log_problems logs; // (what it provokes is logged, checked at the end)
-    counter_sink sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
-    uct_ep_h bad = connect(m_a, m_b), good = connect(m_a, m_b);
-    ASSERT_TRUE(bad && good);
-    verbs::async_event ev;
-    ev.what   = verbs::async_event::kind::qp_fatal;
-    ev.type   = IBV_EVENT_QP_FATAL;
-    ev.qp_num = qp_of(bad)->qp_num;
-    md::from_uct(m_md)->events.deliver(ev);
-    ASSERT_TRUE(wait_for([&] { return s_ep_errors > 0; }, 10)) << "the endpoint never failed";
-    EXPECT_EQ(UCS_ERR_IO_ERROR, s_last_ep_error);
-    EXPECT_TRUE(UCS_STATUS_IS_ERR(uct_ep_flush(bad, 0, nullptr)));
-    ASSERT_TRUE(wait_for([&] { return uct_ep_am_short(good, am_id, 1, nullptr, 0) == UCS_OK; }));
-    EXPECT_TRUE(wait_for([&] { return sink.count == 1; }));
-    EXPECT_EQ(1u, s_ep_errors);
-    EXPECT_TRUE(logged_only(logs, "qp 0x"));
-}
-
-TEST_P(lifetime, device_fatal_event_fails_every_endpoint_and_refuses_new_ones)
-{
-    expect_log_problems logs; // (what it provokes is logged, checked at the end)
-    uct_ep_h ab = connect(m_a, m_b), ba = connect(m_b, m_a);
-    ASSERT_TRUE(ab && ba);
-    verbs::async_event ev;
-    ev.what = verbs::async_event::kind::device_fatal;
-    ev.type = IBV_EVENT_DEVICE_FATAL;
-    md::from_uct(m_md)->events.deliver(ev);
-    ASSERT_TRUE(wait_for([&] { return s_ep_errors == 2; }, 10)) << s_ep_errors << " of 2 failed";
-    EXPECT_EQ(UCS_ERR_IO_ERROR, s_last_ep_error);
-    EXPECT_TRUE(md::from_uct(m_md)->events.device_lost());
-    uct_ep_h ep;
-    EXPECT_EQ(UCS_ERR_IO_ERROR, try_create_ep(m_a, m_b, &ep));
-    EXPECT_EQ(2u, s_ep_errors);
-    EXPECT_TRUE(logged_only(logs, "is lost"));
-}
-
-INSTANTIATE_TEST_SUITE_P(tl, lifetime, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));
-INSTANTIATE_TEST_SUITE_P(tl, own_qp, ::testing::Values("rc_zv"));
-INSTANTIATE_TEST_SUITE_P(tl, uc_qp, ::testing::Values("uc_zv"));
-INSTANTIATE_TEST_SUITE_P(tl, ud_iface_qp, ::testing::Values("ud_zv"));
-
-// A burst that arrives while the receiver does not progress takes rc_zv's
-// SRQ below its armed limit (a quarter of RX_QUEUE_LEN): the device's
-// SRQ-limit event makes the receiver handle what arrived and refill at
-// once, and nothing is lost.
-class srq_limit : public uct_test {
-protected:
-    const char *tl_name() const override { return "rc_zv"; }
-};
-
-TEST_F(srq_limit, a_burst_below_the_limit_refills_the_srq)
-{
-    close_side(m_b);
-    open_side(m_b, {{"RX_QUEUE_LEN", "256"}});
-    counter_sink sink;
-    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, counter_sink::handler, &sink, 0));
-    uct_ep_h ep = connect(m_a, m_b);
-    ASSERT_NE(nullptr, ep);
-    auto *rx = reinterpret_cast<rc::rc_iface *>(m_b.iface);
-    ASSERT_EQ(0u, rx->srq_limit_events);
-    // 230 of 256 buffers taken, B not progressing; A's sends complete by
-    // the hardware's acknowledgements alone.
-    const unsigned burst = 230;
-    for (unsigned i = 0; i < burst; ++i) {
-        auto start = std::chrono::steady_clock::now();
-        while (uct_ep_am_short(ep, am_id, i, nullptr, 0) != UCS_OK) {
-            uct_worker_progress(m_a.worker);
-            ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
-        }
-    }
-    auto start = std::chrono::steady_clock::now();
-    while (uct_ep_flush(ep, 0, nullptr) != UCS_OK) {
-        uct_worker_progress(m_a.worker);
-        ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
-    }
-    ASSERT_EQ(0u, sink.count);
-    ASSERT_TRUE(wait_for([&] { return rx->srq_limit_events > 0; }, 10))
-            << "no SRQ-limit event was handled";
-    EXPECT_TRUE(wait_for([&] { return sink.count == burst; })) << sink.count;
-}
+ZV_INSTANTIATE(own_qp, ZV_TLS_RC);
+ZV_INSTANTIATE(qp_reset, ZV_TLS_RD);
+ZV_INSTANTIATE(uc_qp, "uc_zv");
+ZV_INSTANTIATE(ud_iface_qp, "ud_zv");
 
 } // namespace zv::test

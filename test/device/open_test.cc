@@ -150,6 +150,7 @@ TEST_P(failed_open, leaves_no_verbs_object_behind)
     expect_md_closes_cleanly(); // nothing was left on the PD
 }
 
-INSTANTIATE_TEST_SUITE_P(tl, failed_open, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, failed_open, ::testing::Values("rc_zv", "ud_zv", "uc_zv"),
+                         tl_param_name());
 
 } // namespace zv::test

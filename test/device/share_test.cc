@@ -297,8 +297,11 @@ TEST_P(burst, many_endpoints_created_without_progress_all_connect)
 
 } // namespace
 
-INSTANTIATE_TEST_SUITE_P(tl, burst, ::testing::Values("rc_zv", "uc_zv"));
-INSTANTIATE_TEST_SUITE_P(tl, share, ::testing::Values("rc_zv", "uc_zv"));
-INSTANTIATE_TEST_SUITE_P(tl, qp_count, ::testing::Values("rc_zv", "uc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, burst, ::testing::Values("rc_zv", "uc_zv"),
+                         tl_param_name());
+INSTANTIATE_TEST_SUITE_P(tl, share, ::testing::Values("rc_zv", "uc_zv"),
+                         tl_param_name());
+INSTANTIATE_TEST_SUITE_P(tl, qp_count, ::testing::Values("rc_zv", "uc_zv"),
+                         tl_param_name());
 
 } // namespace zv::test

@@ -160,7 +160,8 @@ TEST_P(starved_ops, out_of_header_buffers_am_zcopy_queues_instead_of_spinning)
     run(true);
 }
 
-INSTANTIATE_TEST_SUITE_P(tl, starved_ops, ::testing::Values("rc_zv", "ud_zv", "uc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, starved_ops, ::testing::Values("rc_zv", "ud_zv", "uc_zv"),
+                         tl_param_name());
 
 // rc_zv: more endpoints than the interface's send completion queue has
 // entries (TX_CQ_LEN), each with a send below TX_MODERATION (unsignaled).
@@ -232,6 +233,7 @@ TEST_P(cq_starved, more_endpoints_than_completion_entries_all_send)
     }, 20)) << "endpoints did not flush";
 }
 
-INSTANTIATE_TEST_SUITE_P(tl, cq_starved, ::testing::Values("rc_zv"));
+INSTANTIATE_TEST_SUITE_P(tl, cq_starved, ::testing::Values("rc_zv"),
+                         tl_param_name());
 
 } // namespace zv::test

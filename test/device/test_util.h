@@ -73,6 +73,16 @@ struct counting_comp {
     }
 };
 
+/// An active-message handler that counts the messages.
+struct counter_sink {
+    unsigned count = 0;
+    static ucs_status_t handler(void *arg, void *, size_t, unsigned)
+    {
+        ++static_cast<counter_sink *>(arg)->count;
+        return UCS_OK;
+    }
+};
+
 /// An active-message handler that keeps the first 8 bytes of each message.
 struct am_values {
     std::vector<uint64_t> got;

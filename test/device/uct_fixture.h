@@ -7,10 +7,12 @@
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -114,6 +116,32 @@ protected:
 };
 
 void uct_test_error_hook(ucs_status_t status);
+
+/// gtest's name for an instance of a test parameterised by transport: the
+/// transport's name (and the rest of a tuple parameter, with '_' for what
+/// gtest does not take), so that '--gtest_filter=*/rc_zv' selects one
+/// transport's tests. The fourth argument of INSTANTIATE_TEST_SUITE_P.
+struct tl_param_name {
+    std::string operator()(const ::testing::TestParamInfo<const char *> &info) const
+    {
+        return info.param;
+    }
+    template <typename... T>
+    std::string
+    operator()(const ::testing::TestParamInfo<std::tuple<const char *, T...>> &info) const
+    {
+        std::string name = std::get<0>(info.param);
+        std::apply([&name](const char *, const auto &...rest) {
+            ((name += std::string("_") + rest), ...);
+        }, info.param);
+        for (char &ch : name) {
+            if (!std::isalnum(static_cast<unsigned char>(ch))) {
+                ch = '_';
+            }
+        }
+        return name;
+    }
+};
 
 template <typename P> bool uct_test::wait_for(P pred, double timeout)
 {
