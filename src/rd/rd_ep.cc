@@ -582,8 +582,8 @@ namespace {
 [[gnu::cold, gnu::noinline]] void wait_for_comps(rd_ep *ep)
 {
     rd_iface *iface   = ep->iface;
-    const bool nested = iface->in_progress;
-    iface->in_progress = true;
+    const bool nested = iface->in_progress != 0;
+    ++iface->in_progress;
     if (!nested) {
         iface->now_valid = false;
     }
@@ -598,7 +598,7 @@ namespace {
             break;
         }
     }
-    iface->in_progress = nested;
+    --iface->in_progress;
     if (ep->comps_unreleased != 0) {
         ep->comps_abandoned = true;
         ucs_warn("%s: endpoint %p destroyed with %u zero-copy sends the device did not "

@@ -31,8 +31,7 @@ void handle_event(iface::zv_iface *base, const verbs::async_event &ev)
 {
     rd_iface *iface    = reinterpret_cast<rd_iface *>(base);
     worker_scope scope(&iface->as.gate);
-    bool outer         = !iface->in_progress;
-    iface->in_progress = true;
+    ++iface->in_progress; // (progress_end() takes it back, and frees when outermost)
     switch (ev.what) {
     case verbs::async_event::kind::qp_fatal:
         iface->tl->qp_fatal(iface, ev.qp_num);
@@ -69,9 +68,7 @@ void handle_event(iface::zv_iface *base, const verbs::async_event &ev)
     default:
         break;
     }
-    if (outer) {
-        progress_end(iface);
-    }
+    progress_end(iface);
 }
 
 } // namespace zv::rd

@@ -329,7 +329,10 @@ struct rd_iface {
     rd_ep                   *pending_eps = nullptr; ///< eps with queued requests
     rx_conn                 *owe_conns   = nullptr; ///< conns owing an ack
     std::vector<rd_ep *>     graveyard;  ///< destroyed eps with sends still posted
-    bool                     in_progress = false; ///< inside progress(): defer frees
+    /// Depth of progress calls (a handler may progress its own worker, and
+    /// an endpoint's destroy or a device event runs as one): while above
+    /// 0, frees are deferred, until the outermost call ends.
+    uint32_t                 in_progress = 0;
     bool                     now_valid   = false; ///< 'now' was read in this progress
     ucs_time_t               now         = 0;
     /// Progress calls so far; the async side reads it without the gate
@@ -408,8 +411,8 @@ void free_deferred(rd_iface *iface);
 /// What every progress does last (inline: two tests on the hot path).
 inline void progress_end(rd_iface *iface)
 {
-    iface->in_progress = false;
-    if (__builtin_expect(!iface->graveyard.empty(), 0) && !iface->as.active) {
+    const uint32_t depth = --iface->in_progress;
+    if (__builtin_expect(!iface->graveyard.empty(), 0) && (depth == 0) && !iface->as.active) {
         free_deferred(iface);
     }
 }

@@ -123,7 +123,7 @@ template <class Tenant, bool Faults>
 /// interface opens, so that the receive path without it does not look.
 template <class Tenant, bool Faults> unsigned progress_begin(rd_iface *iface)
 {
-    iface->in_progress = true;
+    ++iface->in_progress; // (progress_end() takes it back)
     iface->now_valid   = false;
     const unsigned call = iface->progress_count.load(std::memory_order_relaxed) + 1;
     iface->progress_count.store(call, std::memory_order_relaxed);
