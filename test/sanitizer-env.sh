@@ -75,3 +75,65 @@ zv_build()
     printf 'all:%s\n-include obj/*.d\n' "$all" >> "$mk"
     make -s -C "$work" -j"$ZV_JOBS" -f Makefile all > "$work/build.log" 2>&1
 }
+
+# The steps asan.sh and tsan.sh share.
+# zv_san_work NAME: the work directory into $work: $ZV_SAN_WORK/NAME (kept,
+# incremental) or a new temporary one (removed after a pass).
+zv_san_work()
+{
+    zv_san_tmp=0
+    if [ -n "${ZV_SAN_WORK:-}" ]; then
+        work=$ZV_SAN_WORK/$1
+        mkdir -p "$work"
+    else
+        work=$(mktemp -d "${TMPDIR:-/tmp}/zv-$1.XXXXXX")
+        zv_san_tmp=1
+    fi
+}
+
+# zv_san_filter FILTER ['PATTERN|REASON'...]: a SKIP line for each test
+# pattern the sanitizer cannot run, and FILTER without them in $filter.
+zv_san_filter()
+{
+    local s neg
+    filter=$1
+    shift
+    for s in "$@"; do
+        echo "SKIP: ${s%%|*}: ${s#*|}"
+    done
+    neg=$(printf '%s\n' "$@" | sed -n 's/|.*//p' | paste -sd: -)
+    if [ -n "$neg" ]; then
+        case $filter in
+        *-*) filter="$filter:$neg" ;; # already has negative patterns
+        *) filter="$filter-$neg" ;;
+        esac
+    fi
+}
+
+# zv_san_run PROGRAM WHAT FINDINGS [test arguments]: runs $work/PROGRAM
+# with $filter at ZV_TEST_SCALE (default 10) under a timeout (a hang is a
+# failure too: timeout kills the test and its forked children), prints
+# gtest's summary and the sanitizer's findings (FINDINGS, an extended
+# regular expression), and exits 1 on failure (the work directory kept).
+zv_san_run()
+{
+    local prog=$1 what=$2 findings=$3 rc start
+    shift 3
+    export ZV_TEST_SCALE=${ZV_TEST_SCALE:-10}
+    start=$(date +%s)
+    timeout -k 10 "${ZV_SAN_TIMEOUT:-900}" "$work/$prog" --gtest_filter="$filter" "$@" \
+        > "$work/run.log" 2>&1
+    rc=$?
+    [ $rc = 124 ] && echo "FAIL: still running after ${ZV_SAN_TIMEOUT:-900} s: a hang? The last lines:" &&
+        tail -5 "$work/run.log"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^\[  STRAY|$findings|SUMMARY:" "$work/run.log"
+    echo "ran in $(( $(date +%s) - start )) s (ZV_TEST_SCALE=$ZV_TEST_SCALE)"
+    if [ $rc != 0 ]; then
+        grep -B2 -A40 -E "$findings" "$work/run.log" | head -80
+        echo "FAIL: $what (exit $rc)"
+        echo "work directory kept: $work"
+        exit 1
+    fi
+    [ "$zv_san_tmp" = 1 ] && rm -rf "$work"
+    echo "PASS: $what"
+}

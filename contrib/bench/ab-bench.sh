@@ -27,10 +27,7 @@ old=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 b=$(cd "${2:-${ZV_BUILDDIR:-build}}" && pwd)
 rounds=${ZV_BENCH_ROUNDS:-3}
 
-if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
-    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --share "$src" --share "$b" \
-        -e ZV_BENCH_ROUNDS="$rounds" -- "$0" "$old" "$b"
-fi
+bench_in_vm -- "$old" "$b"
 
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
 export UCX_NET_DEVICES=$dev:1 UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154  # (mod, b and src: set by the calling script)
 # SPDX-License-Identifier: BSD-3-Clause
 # Helpers shared by the benchmark scripts of contrib/bench (sourced).
 
@@ -32,3 +32,17 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 busy_pid=
 start_busy() { (while :; do :; done) & busy_pid=$!; }
 stop_busy() { if [ -n "$busy_pid" ]; then kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=; fi; }
+# bench_in_vm [run.sh options...] -- [arguments]: where this host has no
+# active RDMA port, run the calling script again in the Soft-RoCE VM with
+# those arguments (2 vCPUs, the source tree $src, the build $b and the UCX
+# sources it was built with shared; run.sh passes every ZV_* variable on),
+# and never return; on a host with a port, return at once.
+bench_in_vm() {
+    ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE && return 0
+    local opts=() ucx_src
+    while [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile" 2>/dev/null || true)
+    exec "$src/contrib/vm/run.sh" --timeout "${ZV_BENCH_TIMEOUT:-3000}" --cpus 2 ${opts[@]+"${opts[@]}"} \
+        --share "$src" --share "$b" ${ucx_src:+--share "$ucx_src"} -- "$0" "$@"
+}

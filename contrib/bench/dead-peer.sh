@@ -15,16 +15,15 @@
 # takes rc_verbs' default retry count, 7, as "retry forever").
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=contrib/bench/bench-lib.sh
+. "$src/contrib/bench/bench-lib.sh"
 b=$(cd "${1:-${ZV_BUILDDIR:-build}}" && pwd)
 rounds=${ZV_BENCH_ROUNDS:-3}
 tls=${ZV_BENCH_TLS:-rc_verbs ud_verbs rc_zv ud_zv uc_zv}
 limit=${ZV_BENCH_LIMIT:-90}
 case $rounds in ''|*[!0-9]*|0) echo "dead-peer: ZV_BENCH_ROUNDS must be a positive count, not '$rounds'" >&2; exit 1 ;; esac
 
-if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
-    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --share "$src" --share "$b" \
-        -e ZV_BENCH_ROUNDS="$rounds" -e ZV_BENCH_TLS="$tls" -e ZV_BENCH_LIMIT="$limit" -- "$0" "$b"
-fi
+bench_in_vm -- "$b"
 
 prog=$b/contrib/bench/zv_dead_peer
 mod=$b/.libs/libuct_zv.so.0

@@ -14,16 +14,13 @@
 # (default "rc_zv uc_zv ud_zv rc_verbs ud_verbs").
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=contrib/bench/bench-lib.sh
+. "$src/contrib/bench/bench-lib.sh"
 b=$(cd "${1:-${ZV_BUILDDIR:-build}}" && pwd)
 counts=${ZV_BENCH_EPS:-1 64 1024 4096}
 tls=${ZV_BENCH_TLS:-rc_zv uc_zv ud_zv rc_verbs ud_verbs}
 
-if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
-    ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile")
-    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --mem 4G --share "$src" --share "$b" \
-        ${ucx_src:+--share "$ucx_src"} -e ZV_BENCH_EPS="$counts" -e ZV_BENCH_TLS="$tls" -- \
-        "$0" "$b"
-fi
+bench_in_vm --mem 4G -- "$b"
 
 mod=$b/.libs/libuct_zv.so.0
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')

@@ -45,17 +45,14 @@ if [ $short = 1 ]; then rounds=${ZV_BENCH_ROUNDS:-100}; else rounds=${ZV_BENCH_R
 window=${ZV_BENCH_WINDOW:-16}
 case $window in ''|*[!0-9]*|0) echo "msg-cost: ZV_BENCH_WINDOW must be a positive count, not '$window'" >&2; exit 1 ;; esac
 
-if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
-    short_args=()
-    [ $short = 0 ] || short_args=(--short)
-    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --mem 4G --share "$src" --share "$b" \
-        ${ZV_BENCH_OUT:+--share "$(mkdir -p "$ZV_BENCH_OUT" && cd "$ZV_BENCH_OUT" && pwd)"} \
-        -e ZV_BENCH_ROUNDS="$rounds" -e ZV_BENCH_WINDOW="$window" ${ZV_BENCH_MODULE:+-e ZV_BENCH_MODULE="$ZV_BENCH_MODULE"} \
-        -- "$0" "${short_args[@]}" "$b"
-fi
+# shellcheck source=contrib/bench/bench-lib.sh
+. "$src/contrib/bench/bench-lib.sh"   # ratio, bench_in_vm
+short_args=()
+[ $short = 0 ] || short_args=(--short)
+bench_in_vm --mem 4G ${ZV_BENCH_OUT:+--share "$(mkdir -p "$ZV_BENCH_OUT" && cd "$ZV_BENCH_OUT" && pwd)"} \
+    -- ${short_args[@]+"${short_args[@]}"} "$b"
 command -v valgrind > /dev/null || { echo "msg-cost: valgrind is not installed (contrib/setup.sh installs it)" >&2; exit 1; }
 
-. "$src/contrib/bench/bench-lib.sh"   # ratio
 mod=${ZV_BENCH_MODULE:-$b/.libs/libuct_zv.so.0}
 prog=$b/contrib/bench/zv_msg_cost
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')

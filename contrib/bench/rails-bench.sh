@@ -22,12 +22,7 @@ rounds=${ZV_BENCH_ROUNDS:-3}
 iters=${ZV_BENCH_BW_ITERS:-40}
 tls=${ZV_BENCH_TLS:-rc_verbs rc_zv uc_zv}
 
-if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
-    ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile")
-    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --nics 2 --share "$src" --share "$b" \
-        ${ucx_src:+--share "$ucx_src"} -e ZV_BENCH_ROUNDS="$rounds" \
-        -e ZV_BENCH_BW_ITERS="$iters" -e ZV_BENCH_TLS="$tls" -- "$0" "$b"
-fi
+bench_in_vm --nics 2 -- "$b"
 ibv_devices | grep -qw rxe1 || { echo "rails-bench: no second device (rxe1)" >&2; exit 1; }
 
 mod=$b/.libs/libuct_zv.so.0

@@ -30,13 +30,7 @@ rounds=${ZV_BENCH_ROUNDS:-3}
 lat_iters=${ZV_BENCH_LAT_ITERS:-20000}
 bw_iters=${ZV_BENCH_BW_ITERS:-100}
 
-if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
-    ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile")
-    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --share "$src" --share "$b" \
-        ${ucx_src:+--share "$ucx_src"} -e ZV_BENCH_ROUNDS="$rounds" \
-        -e ZV_BENCH_LAT_ITERS="$lat_iters" -e ZV_BENCH_BW_ITERS="$bw_iters" -- \
-        "$0" "$b"
-fi
+bench_in_vm -- "$b"
 
 mod=$b/.libs/libuct_zv.so.0
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')

@@ -33,14 +33,7 @@ size=${ZV_BENCH_SIZE:-1048576}
 patterns=${ZV_BENCH_PATTERNS:-rtt o1 o4 o32}
 loads=${ZV_BENCH_LOADS:-quiet busy}
 
-if ! ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
-    ucx_src=$(sed -n 's/^UCX_SRC = //p' "$b/Makefile")
-    exec "$src/contrib/vm/run.sh" --timeout 3000 --cpus 2 --share "$src" --share "$b" \
-        ${ucx_src:+--share "$ucx_src"} -e ZV_BENCH_ROUNDS="$rounds" \
-        -e ZV_BENCH_BW_ITERS="$bw_iters" -e ZV_BENCH_LAT_ITERS="$lat_iters" \
-        -e ZV_BENCH_SIZE="$size" -e ZV_BENCH_PATTERNS="$patterns" \
-        -e ZV_BENCH_LOADS="$loads" -- "$0" "$b"
-fi
+bench_in_vm -- "$b"
 
 mod=$b/.libs/libuct_zv.so.0
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')

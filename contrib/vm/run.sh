@@ -58,19 +58,14 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-die() { echo "zverbs-vm: $*" >&2; exit 125; }
-usage() { sed -n '3,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+vm_name=zverbs-vm
+. "$here/vm-lib.sh"
 
 timeout=${ZV_VM_TIMEOUT:-600}
 cpus=${ZV_VM_CPUS:-1}
 mem=${ZV_VM_MEM:-2G}
 verbose=${ZV_VM_VERBOSE:-0}
 force_vm=${ZV_VM_FORCE:-0}
-shares=()
-no_share=0
-envs=()
 hostname=zverbs-vm
 ip=10.0.2.15
 mac=52:54:00:7a:76:01
@@ -78,48 +73,23 @@ wire=
 nics=${ZV_VM_NICS:-1}
 numa=${ZV_VM_NUMA:-1}
 
-while [ $# -gt 0 ]; do
+# The options only run.sh takes (vm-lib.sh's vm_parse hands them here).
+vm_option() {
     case "$1" in
-        --timeout) [ $# -ge 2 ] || die "--timeout needs a value"; timeout=$2; shift 2 ;;
-        --timeout=*) timeout=${1#*=}; shift ;;
-        --cpus) [ $# -ge 2 ] || die "--cpus needs a value"; cpus=$2; shift 2 ;;
-        --cpus=*) cpus=${1#*=}; shift ;;
-        --mem) [ $# -ge 2 ] || die "--mem needs a value"; mem=$2; shift 2 ;;
-        --mem=*) mem=${1#*=}; shift ;;
-        --share) [ $# -ge 2 ] || die "--share needs a directory"; shares+=("$2"); shift 2 ;;
-        --share=*) shares+=("${1#*=}"); shift ;;
-        --no-share) no_share=1; shift ;;
-        -e|--env) [ $# -ge 2 ] || die "$1 needs NAME=VALUE"; envs+=("$2"); shift 2 ;;
-        --env=*) envs+=("${1#*=}"); shift ;;
-        --force-vm) force_vm=1; shift ;;
-        --hostname) [ $# -ge 2 ] || die "--hostname needs a name"; hostname=$2; shift 2 ;;
-        --hostname=*) hostname=${1#*=}; shift ;;
-        --ip) [ $# -ge 2 ] || die "--ip needs an address"; ip=$2; shift 2 ;;
-        --ip=*) ip=${1#*=}; shift ;;
-        --mac) [ $# -ge 2 ] || die "--mac needs an address"; mac=$2; shift 2 ;;
-        --mac=*) mac=${1#*=}; shift ;;
-        --wire) [ $# -ge 2 ] || die "--wire needs listen:PATH or connect:PATH"; wire=$2; shift 2 ;;
-        --wire=*) wire=${1#*=}; shift ;;
-        --nics) [ $# -ge 2 ] || die "--nics needs a value"; nics=$2; shift 2 ;;
-        --nics=*) nics=${1#*=}; shift ;;
-        --numa) [ $# -ge 2 ] || die "--numa needs a value"; numa=$2; shift 2 ;;
-        --numa=*) numa=${1#*=}; shift ;;
-        -v|--verbose) verbose=1; shift ;;
-        -h|--help) usage; exit 0 ;;
-        --) shift; break ;;
-        -*) die "unknown option '$1' (try --help)" ;;
-        *) break ;;
+        --force-vm)                force_vm=1; vm_took=1 ;;
+        --hostname|--hostname=*)   vm_value "a name" "$@"; hostname=$vm_val ;;
+        --ip|--ip=*)               vm_value "an address" "$@"; ip=$vm_val ;;
+        --mac|--mac=*)             vm_value "an address" "$@"; mac=$vm_val ;;
+        --wire|--wire=*)           vm_value "listen:PATH or connect:PATH" "$@"; wire=$vm_val ;;
+        --nics|--nics=*)           vm_value "a value" "$@"; nics=$vm_val ;;
+        --numa|--numa=*)           vm_value "a value" "$@"; numa=$vm_val ;;
     esac
-done
-[ $# -gt 0 ] || die "no command given (usage: run.sh [options] -- command [args...])"
-case "$timeout" in ''|*[!0-9]*|0) die "--timeout wants a positive number of seconds, not '$timeout'" ;; esac
-case "$cpus" in 1|2) ;; *) die "--cpus wants 1 or 2, not '$cpus'" ;; esac
+}
+vm_parse "$@"
+set -- "${vm_args[@]}"
 case "$nics" in 1|2) ;; *) die "--nics wants 1 or 2, not '$nics'" ;; esac
 case "$numa" in 1|2) ;; *) die "--numa wants 1 or 2, not '$numa'" ;; esac
 [ "$numa" = 1 ] || [ "$cpus" = 2 ] || die "--numa 2 needs --cpus 2 (one CPU per node)"
-for e in ${envs[@]+"${envs[@]}"}; do
-    case "$e" in [A-Za-z_]*=*) ;; *) die "--env wants NAME=VALUE, not '$e'" ;; esac
-done
 case "$hostname" in ''|-*|*[!A-Za-z0-9-]*) die "--hostname wants letters, digits and '-', not '$hostname'" ;; esac
 echo "$ip" | grep -qE '^([0-9]{1,3}\.){3}[0-9]{1,3}$' || die "--ip wants an IPv4 address, not '$ip'"
 echo "$mac" | grep -qiE '^([0-9a-f]{2}:){5}[0-9a-f]{2}$' || die "--mac wants xx:xx:xx:xx:xx:xx, not '$mac'"

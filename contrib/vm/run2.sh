@@ -42,42 +42,15 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-die() { echo "zverbs-vm2: $*" >&2; exit 125; }
-usage() { sed -n '3,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+vm_name=zverbs-vm2
+. "$here/vm-lib.sh"
 
 timeout=${ZV_VM_TIMEOUT:-600}
 cpus=1
 mem=${ZV_VM_MEM:-2G}
 verbose=${ZV_VM_VERBOSE:-0}
-shares=()
-no_share=0
-envs=()
-
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --timeout) [ $# -ge 2 ] || die "--timeout needs a value"; timeout=$2; shift 2 ;;
-        --timeout=*) timeout=${1#*=}; shift ;;
-        --cpus) [ $# -ge 2 ] || die "--cpus needs a value"; cpus=$2; shift 2 ;;
-        --cpus=*) cpus=${1#*=}; shift ;;
-        --mem) [ $# -ge 2 ] || die "--mem needs a value"; mem=$2; shift 2 ;;
-        --mem=*) mem=${1#*=}; shift ;;
-        --share) [ $# -ge 2 ] || die "--share needs a directory"; shares+=("$2"); shift 2 ;;
-        --share=*) shares+=("${1#*=}"); shift ;;
-        --no-share) no_share=1; shift ;;
-        -e|--env) [ $# -ge 2 ] || die "$1 needs NAME=VALUE"; envs+=(-e "$2"); shift 2 ;;
-        --env=*) envs+=(-e "${1#*=}"); shift ;;
-        -v|--verbose) verbose=1; shift ;;
-        -h|--help) usage; exit 0 ;;
-        --) shift; break ;;
-        -*) die "unknown option '$1' (try --help)" ;;
-        *) break ;;
-    esac
-done
-[ $# -gt 0 ] || die "no command given (usage: run2.sh [options] -- command [args...])"
-case "$timeout" in ''|*[!0-9]*|0) die "--timeout wants a positive number of seconds, not '$timeout'" ;; esac
-case "$cpus" in 1|2) ;; *) die "--cpus wants 1 or 2, not '$cpus'" ;; esac
+vm_parse "$@"
+set -- "${vm_args[@]}"
 command -v ssh-keygen >/dev/null 2>&1 || die "ssh-keygen not found: apt-get install openssh-client"
 [ -x /usr/sbin/sshd ] || die "/usr/sbin/sshd not found: apt-get install openssh-server (contrib/setup.sh)"
 
@@ -90,6 +63,8 @@ elif [ ${#shares[@]} = 0 ]; then
     shares=("${top:-$PWD}")
 fi
 share_opts=()
+env_opts=()
+for e in ${envs[@]+"${envs[@]}"}; do env_opts+=(-e "$e"); done
 here_seen=0
 for d in ${shares[@]+"${shares[@]}"}; do
     share_opts+=(--share "$d")
@@ -148,7 +123,7 @@ if setpriv --help 2>/dev/null | grep -q pdeathsig; then pdeath=(setpriv --pdeath
 vopt=()
 [ "$verbose" != 1 ] || vopt=(-v)
 common=(--force-vm --timeout $((timeout + 60)) --cpus "$cpus" --mem "$mem"
-        ${share_opts[@]+"${share_opts[@]}"} --share "$g" ${envs[@]+"${envs[@]}"}
+        ${share_opts[@]+"${share_opts[@]}"} --share "$g" ${env_opts[@]+"${env_opts[@]}"}
         -e ZV_TWO_HOST_DIR="$g" ${vopt[@]+"${vopt[@]}"})
 
 # --- VM a: creates the wire, runs the command ------------------------------------

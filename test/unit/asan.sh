@@ -14,14 +14,7 @@ set -u
 . "$(dirname "$0")/../sanitizer-env.sh"
 
 cxx=${ZV_SAN_CXX:-g++}
-tmp=0
-if [ -n "${ZV_SAN_WORK:-}" ]; then
-    work=$ZV_SAN_WORK/asan
-    mkdir -p "$work"
-else
-    work=$(mktemp -d "${TMPDIR:-/tmp}/zv-asan.XXXXXX")
-    tmp=1
-fi
+zv_san_work asan
 
 sources()
 {
@@ -48,37 +41,8 @@ if ! zv_build "$work" "$cxx" \
 fi
 echo "built zv_unit with ASAN+UBSAN in $(( $(date +%s) - start )) s"
 
-# Unsupported here (skipped, and said so):
-skip=()
-for s in "${skip[@]}"; do
-    echo "SKIP: ${s%%|*}: ${s#*|}"
-done
-filter=${ZV_ASAN_FILTER:-*}
-neg=$(printf '%s\n' "${skip[@]}" | sed -n 's/|.*//p' | paste -sd: -)
-if [ -n "$neg" ]; then
-    case $filter in
-    *-*) filter="$filter:$neg" ;; # already has negative patterns
-    *) filter="$filter-$neg" ;;
-    esac
-fi
-
-export ZV_TEST_SCALE=${ZV_TEST_SCALE:-10}
+# Nothing here is unsupported under ASAN+UBSAN (no test skipped).
+zv_san_filter "${ZV_ASAN_FILTER:-*}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-start=$(date +%s)
-# A hang is a failure too (timeout kills the test and its forked children).
-timeout -k 10 "${ZV_SAN_TIMEOUT:-900}" "$work/zv_unit" --gtest_filter="$filter" "$@" \
-    > "$work/run.log" 2>&1
-rc=$?
-[ $rc = 124 ] && echo "FAIL: still running after ${ZV_SAN_TIMEOUT:-900} s: a hang? The last lines:" &&
-    tail -5 "$work/run.log"
-grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^\[  STRAY|ERROR: |runtime error:|SUMMARY:' "$work/run.log"
-echo "ran in $(( $(date +%s) - start )) s (ZV_TEST_SCALE=$ZV_TEST_SCALE)"
-if [ $rc != 0 ]; then
-    grep -B2 -A30 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$work/run.log" | head -80
-    echo "FAIL: zv_unit under ASAN+UBSAN (exit $rc)"
-    echo "work directory kept: $work"
-    exit 1
-fi
-[ $tmp = 1 ] && rm -rf "$work"
-echo "PASS: zv_unit under ASAN+UBSAN"
+zv_san_run zv_unit "zv_unit under ASAN+UBSAN" 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$@"

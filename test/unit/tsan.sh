@@ -15,14 +15,7 @@ set -u
 . "$(dirname "$0")/../sanitizer-env.sh"
 
 cxx=${ZV_SAN_CXX:-g++}
-tmp=0
-if [ -n "${ZV_SAN_WORK:-}" ]; then
-    work=$ZV_SAN_WORK/tsan
-    mkdir -p "$work"
-else
-    work=$(mktemp -d "${TMPDIR:-/tmp}/zv-tsan.XXXXXX")
-    tmp=1
-fi
+zv_san_work tsan
 
 # The .cc files of one '=' or '+=' block of rcache.am.
 am_sources()
@@ -62,34 +55,6 @@ skip=(
     "*/ucm|the ucm monitor: UCM's hooks crash TSAN at thread exit (UCX_MEM_EVENTS=no here)"
     "*shmat_remap_and_shmdt/uffd*|uffd sees shmat(SHM_REMAP) only through UCM's shmat event, off here"
 )
-for s in "${skip[@]}"; do
-    echo "SKIP: ${s%%|*}: ${s#*|}"
-done
-filter=${ZV_TSAN_FILTER:-*}
-neg=$(printf '%s\n' "${skip[@]}" | sed -n 's/|.*//p' | paste -sd: -)
-if [ -n "$neg" ]; then
-    case $filter in
-    *-*) filter="$filter:$neg" ;; # already has negative patterns
-    *) filter="$filter-$neg" ;;
-    esac
-fi
-
-export ZV_TEST_SCALE=${ZV_TEST_SCALE:-10}
+zv_san_filter "${ZV_TSAN_FILTER:-*}" "${skip[@]}"
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=1}
-start=$(date +%s)
-# A hang is a failure too (timeout kills the test and its forked children).
-timeout -k 10 "${ZV_SAN_TIMEOUT:-900}" "$work/zv_rcache_tsan" --gtest_filter="$filter" "$@" \
-    > "$work/run.log" 2>&1
-rc=$?
-[ $rc = 124 ] && echo "FAIL: still running after ${ZV_SAN_TIMEOUT:-900} s: a hang? The last lines:" &&
-    tail -5 "$work/run.log"
-grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^\[  STRAY|WARNING: ThreadSanitizer|SUMMARY:' "$work/run.log"
-echo "ran in $(( $(date +%s) - start )) s (ZV_TEST_SCALE=$ZV_TEST_SCALE)"
-if [ $rc != 0 ]; then
-    grep -A40 'WARNING: ThreadSanitizer' "$work/run.log" | head -80
-    echo "FAIL: cache and monitor tests under TSAN (exit $rc)"
-    echo "work directory kept: $work"
-    exit 1
-fi
-[ $tmp = 1 ] && rm -rf "$work"
-echo "PASS: cache and monitor tests under TSAN"
+zv_san_run zv_rcache_tsan "cache and monitor tests under TSAN" 'WARNING: ThreadSanitizer' "$@"
