@@ -33,6 +33,20 @@ protected:
 
 size_t pack_nothing(void *, void *) { return 0; }
 
+/// Each of 'ops' (a name and a send) is refused with UCS_ERR_INVALID_PARAM
+/// and an error log that names 'what', and logs nothing else.
+template <typename Ops> void expect_refused(const Ops &ops, const char *what)
+{
+    for (const auto &op : ops) {
+        SCOPED_TRACE(op.first);
+        expect_log_problems logs;
+        ucs_status_t st = op.second();
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, st) << ucs_status_string(st);
+        EXPECT_GT(logs.matching(what), 0u) << logs.text();
+        EXPECT_EQ(0u, logs.others(what)) << logs.text();
+    }
+}
+
 } // namespace
 
 TEST_P(am, short_bcopy_zcopy_up_to_their_limits_data_checked)
@@ -358,14 +372,7 @@ TEST_P(am, a_send_with_an_invalid_am_id_is_refused_and_the_connection_keeps_work
                                     nullptr);
          }},
     };
-    for (const auto &op : ops) {
-        SCOPED_TRACE(op.first);
-        expect_log_problems logs;
-        ucs_status_t st = op.second();
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, st) << ucs_status_string(st);
-        EXPECT_GT(logs.matching("active message id"), 0u) << logs.text();
-        EXPECT_EQ(0u, logs.others("active message id")) << logs.text();
-    }
+    expect_refused(ops, "active message id");
     expect_connection_works(ep, 0x51);
     dereg(r);
 }
@@ -400,14 +407,7 @@ TEST_P(am, an_oversized_short_send_is_refused_and_the_connection_keeps_working)
     // What the receiver gets meanwhile: only the message at the limit.
     am_values early;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_b.iface, am_id, am_values::handler, &early, 0));
-    for (const auto &op : ops) {
-        SCOPED_TRACE(op.first);
-        expect_log_problems logs;
-        ucs_status_t st = op.second();
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, st) << ucs_status_string(st);
-        EXPECT_GT(logs.matching("length"), 0u) << logs.text();
-        EXPECT_EQ(0u, logs.others("length")) << logs.text();
-    }
+    expect_refused(ops, "length");
     // At the limit exactly, each is taken.
     ucs_status_t st;
     ASSERT_TRUE(wait_for([&] {
