@@ -78,10 +78,30 @@ else
     # of the time); at nice 19 they take next to nothing from a busy guest.
     # Their own stage times go to a table of their own.
     export ZV_DEB_DIR=$build/deb
+    # The packages first: the package stage needs them when the device tier
+    # ends, and the rest may still be running then (the package stage's VM
+    # runs beside it). $build/deb.status holds their result once built.
+    deb_status=$build/deb.status
+    rm -f "$deb_status"
     beside() {
         local ZV_STAGE_TIMES=$build/stage-times.beside rc=0
         renice -n 19 -p $BASHPID > /dev/null   # (what it starts inherits it)
         : > "$ZV_STAGE_TIMES"
+        # The Debian packages (dpkg-buildpackage, lintian), without the
+        # package's own unit tests (nocheck: they run twice here); the
+        # package stage installs them in a VM of their own.
+        echo "==== Debian packages (contrib/deb/build.sh)"
+        if DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}" \
+           stage_run "Debian packages (dpkg-buildpackage, lintian)" "$repo/contrib/deb/build.sh" \
+               > "$build/deb.log" 2>&1; then
+            echo "packages: 1 passed, 0 failed"
+            grep -vE '^  N:' "$build/deb.log" | sed 's/^/  /' || true
+            echo 0 > "$deb_status"
+        else
+            echo "packages: 0 passed, 1 failed"; rc=1
+            tail -n 40 "$build/deb.log"
+            echo 1 > "$deb_status"
+        fi
         echo "==== unit tier, the rest (make check-rest)"
         stage_run "unit tier, the rest (make check-rest)" make -C "$build" check-rest \
             > "$build/unit-rest.log" 2>&1 || rc=1
@@ -102,19 +122,6 @@ else
             echo "distcheck: 0 passed, 1 failed"; rc=1
             tail -n 40 "$build/distcheck.log"
         fi
-        # The Debian packages (dpkg-buildpackage, lintian), without the
-        # package's own unit tests (nocheck: they ran twice above); the
-        # package stage installs them in a VM of their own.
-        echo "==== Debian packages (contrib/deb/build.sh)"
-        if DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}" \
-           stage_run "Debian packages (dpkg-buildpackage, lintian)" "$repo/contrib/deb/build.sh" \
-               > "$build/deb.log" 2>&1; then
-            echo "packages: 1 passed, 0 failed"
-            grep -vE '^  N:' "$build/deb.log" | sed 's/^/  /' || true
-        else
-            echo "packages: 0 passed, 1 failed"; rc=1
-            tail -n 40 "$build/deb.log"
-        fi
         return $rc
     }
     beside > "$build/beside.log" 2>&1 &
@@ -125,7 +132,20 @@ else
           make -C "$build" check-device 2>&1 | tee "$log"); then
         status=1
     fi
-    echo "==== beside the device tier: the rest of the unit tier, make distcheck, the packages"
+    # The package stage needs only the packages: it runs while the rest of
+    # what is beside may still be going.
+    t0=$SECONDS
+    while [ ! -s "$deb_status" ] && kill -0 $beside_pid 2>/dev/null; do sleep 2; done
+    deb_rc=$(cat "$deb_status" 2>/dev/null || echo 1)
+    echo "==== device tier: the packages installed in a VM (make check-device; waited $((SECONDS - t0)) s for them)"
+    if [ "$deb_rc" = 0 ]; then
+        if ! (set -o pipefail; ZV_DEVICE_STAGES=packages make -C "$build" check-device 2>&1 | tee -a "$log"); then
+            status=1
+        fi
+    else
+        echo "package stage not run: the packages did not build"
+    fi
+    echo "==== beside the device tier: the packages, the rest of the unit tier, make distcheck"
     t0=$SECONDS
     beside_rc=0; wait $beside_pid || beside_rc=$?
     echo "(waited $((SECONDS - t0)) s for them after the device tier)"
@@ -138,14 +158,6 @@ else
     ! grep -q '^packages: 1 passed' "$build/beside.log" || deb_pass=1
     grep -q '^packages: 1 passed' "$build/beside.log" || deb_fail=1
 
-    echo "==== device tier: the packages installed in a VM (make check-device)"
-    if [ $deb_pass = 1 ]; then
-        if ! (set -o pipefail; ZV_DEVICE_STAGES=packages make -C "$build" check-device 2>&1 | tee -a "$log"); then
-            status=1
-        fi
-    else
-        echo "package stage not run: the packages did not build"
-    fi
     # The device checks: the harness's, the device tests', the two-rail,
     # two-host and package stages' own counts.
     read -r dev_pass dev_fail < <(sed -n 's/^\(device: \|two-host: \|rails: \|package: \)\{0,1\}\([0-9]*\) passed, \([0-9]*\) failed\(, [0-9]* skipped\)\{0,1\}$/\2 \3/p' "$log" |
