@@ -57,8 +57,9 @@ if [ $quick = 1 ]; then
     grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|^\[  (PASSED|FAILED)|tests ran' "$log_keep" || true
     [ $status = 0 ] || tail -n 25 "$log_keep" | cut -c1-200
     # gtest's summary: "[  PASSED  ] N tests." and " N FAILED TESTS"
-    dev_pass=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\.$/\1/p' "$log_keep" | tail -n1)
-    dev_fail=$(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$log_keep" | tail -n1)
+    # (one summary per shard: test/device/uct-tests.sh)
+    dev_pass=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\.$/\1/p' "$log_keep" | awk '{n += $1} END {print n + 0}')
+    dev_fail=$(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$log_keep" | awk '{n += $1} END {print n + 0}')
     dev_pass=${dev_pass:-0} dev_fail=${dev_fail:-0}
     if grep -q '^\[  SKIPPED \]' "$log_keep"; then
         echo "UCT device tests: a test was skipped (the device tier allows none)"

@@ -10,11 +10,12 @@
 #  - peer death: one rank killed with SIGKILL in the middle of 4 MiB
 #    transfers; mpirun must end the job with an error within
 #    ZV_KILL_LIMIT seconds (default 60) and leave no rank behind;
-#  - a peer killed and restarted ZV_RESTARTS times (default 20) against a
+#  - a peer killed and restarted ZV_RESTARTS times (default 10) against a
 #    survivor at the UCT level: the survivor's QPs and memory stay flat;
 #  - a port that goes down and comes back: the link under the device
 #    (rxe's netdev) down for ZV_FLAP_DOWN seconds (default 6) in the middle
-#    of 30 s of checked traffic (zv_soak, up to 64 KiB), then up; with
+#    of ZV_FLAP_SOAK (default 20) s of checked traffic (zv_soak, up to
+#    64 KiB), then up; with
 #    ZV_DEVICE_FULL=1, rc_verbs (with ud_verbs) first, in the same
 #    conditions, printed beside. The job must end within ZV_FLAP_LIMIT seconds
 #    (default 120) of the port's return, with success or a clear error,
@@ -167,15 +168,16 @@ done
 # seconds. ud_zv holds a receive connection per peer endpoint instead: one
 # that hears nothing for a TIMEOUT (2 s here) probes its endpoint and is
 # freed when no answer comes within another (src/ud/ud_reclaim.cc); the
-# survivor's interface counts those still open when it closes. ZV_RESTARTS (default 20, CI's length; the long form is ZV_RESTARTS=1000,
-# about 10 minutes per transport).
+# survivor's interface counts those still open when it closes. ZV_RESTARTS
+# (default 10, CI's length: about 2 s each under emulation; the long form is
+# ZV_RESTARTS=1000, about 10 minutes per transport).
 # (the kernel names the thread that created a QP: the async thread creates
 # the passive ones it answers for a worker that is away)
 fs_qps_of() { rdma resource show qp 2>/dev/null | awk -v p="$1" '/ type (RC|UC) / {
                   for (i = 1; i < NF; ++i) if ($i == "pid" && system("test -d /proc/" p "/task/" $(i + 1)) == 0) n++ }
               END { print n + 0 }'; }
 fs_rss_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-fs_restarts=${ZV_RESTARTS:-20}
+fs_restarts=${ZV_RESTARTS:-10}
 fs_restart() { # one peer of $fs_tl to $fs_f: connect, deliver, SIGKILL; 0 if it was ready
     local p i
     LD_PRELOAD="$b/.libs/libuct_zv.so.0" "$b/contrib/bench/zv_restart" peer $fs_tl \
@@ -256,11 +258,12 @@ elif [ "$fs_flap" = 1 ] && [ -n "$fs_netdev" ]; then
         [ "$fs_tl" = rc_verbs ] || grep -q "Transport: $fs_tl\$" "$ms_dir/tls" || continue
         fs_run=$fs_tl
         [ "$fs_tl" != rc_verbs ] || fs_run=rc_verbs,ud_verbs
-        # 30 s of mixed traffic up to 64 KiB, every byte checked: a job that
-        # rides out the outage still ends on its own.
+        # ZV_FLAP_SOAK (default 20) s of mixed traffic up to 64 KiB, every
+        # byte checked, the port down ZV_FLAP_DOWN s of it: a job that rides
+        # out the outage still ends on its own.
         fs_sent=/sys/class/infiniband/$dev/ports/1/hw_counters/sent_pkts
         fs_s0=$(cat "$fs_sent" 2>/dev/null || echo 0)
-        ms_run "$fs_run" 2 "$b/mpi-tests/zv_soak" -d 30 -S 65536 > "$ms_dir/flap" 2>&1 &
+        ms_run "$fs_run" 2 "$b/mpi-tests/zv_soak" -d "${ZV_FLAP_SOAK:-20}" -S 65536 > "$ms_dir/flap" 2>&1 &
         fs_mp=$!
         # into the traffic: once the device has sent a few thousand packets
         # (a loaded host takes seconds to start the ranks; the port must not
