@@ -7,6 +7,9 @@
 # usage: contrib/deb/build.sh     (after contrib/build.sh; as any user)
 #   ZV_BUILDDIR  the configured build tree (default: build)
 #   ZV_DEB_DIR   where the packages go (default: $ZV_BUILDDIR/deb)
+#   ZV_UCX_SRC, ZV_OMPI_SRC  UCX's and Open MPI's source trees, where the
+#                package registry does not serve them (configure's
+#                --with-ucx-src, --with-ompi-src)
 # Prints the .deb files made; exits non-zero if the build fails or lintian
 # reports an error or a warning.
 set -euo pipefail
@@ -32,8 +35,10 @@ cp -r "$src/contrib/debian" "$src/debian"
 
 # The module needs UCX's internal headers of exactly the installed UCX:
 # fetched (or taken from the cache) here, once, rather than by the package
-# build itself.
-ZV_UCX_SRC=$("$repo/contrib/fetch-ucx-src.sh")
+# build itself; or, where the registry does not serve UCX's source package,
+# the tree ZV_UCX_SRC names (as configure's --with-ucx-src; ZV_OMPI_SRC
+# likewise for Open MPI 5's headers, debian/rules passes both on).
+ZV_UCX_SRC=${ZV_UCX_SRC:-$("$repo/contrib/fetch-ucx-src.sh")}
 export ZV_UCX_SRC
 export DEB_BUILD_OPTIONS="parallel=2 ${DEB_BUILD_OPTIONS:-}"
 
