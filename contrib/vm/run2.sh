@@ -150,16 +150,6 @@ if [ "$verbose" = 1 ]; then
     lpid=$!
 fi
 
-# qemu of a run.sh process (from /proc: no procps needed).
-qemu_of() {
-    local f pid comm _st ppid rest
-    for f in /proc/[0-9]*/stat; do
-        { read -r pid comm _st ppid rest <"$f"; } 2>/dev/null || continue
-        [ "$ppid" = "$1" ] && [ "${comm#(qemu-system}" != "$comm" ] && echo "$pid"
-    done
-    return 0
-}
-
 # --- wait for a; serve requests from the guests -----------------------------------
 b_killed=0 b_gone=0
 while kill -0 "$apid" 2>/dev/null; do

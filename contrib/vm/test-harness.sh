@@ -12,6 +12,8 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 run="$here/run.sh"
+vm_name=zverbs-vm-test
+. "$here/vm-lib.sh"   # (qemu_of)
 tmo=60
 case "${1:-}" in
     --timeout-test) tmo=${2:?--timeout-test needs seconds} ;;
@@ -35,15 +37,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 cd "$dir"
 
-# Pids of the qemu processes a run.sh process started (from /proc: no procps needed).
-qemu_of() {
-    local f pid comm _st ppid rest
-    for f in /proc/[0-9]*/stat; do
-        { read -r pid comm _st ppid rest <"$f"; } 2>/dev/null || continue
-        [ "$ppid" = "$1" ] && [ "${comm#(qemu-system}" != "$comm" ] && echo "$pid"
-    done
-    return 0
-}
 # Wait until run.sh (pid $1) has a qemu child; print its pid.
 wait_qemu() {
     local q

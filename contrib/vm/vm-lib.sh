@@ -13,6 +13,16 @@ die() { echo "$vm_name: $*" >&2; exit 125; }
 # The comment block after the SPDX line, up to 'set -eu', is the help text.
 usage() { sed -n '3,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 now() { date +%s.%N; }
+# qemu_of PID: the qemu processes PID (a run.sh) started, from /proc (no
+# procps needed; run2.sh and test-harness.sh).
+qemu_of() {
+    local f pid comm _st ppid rest
+    for f in /proc/[0-9]*/stat; do
+        { read -r pid comm _st ppid rest <"$f"; } 2>/dev/null || continue
+        [ "$ppid" = "$1" ] && [ "${comm#(qemu-system}" != "$comm" ] && echo "$pid"
+    done
+    return 0
+}
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 # vm_value NEED ARGS...: the value of the option in $1, "--name VALUE" or
