@@ -79,10 +79,12 @@ if [ -z "$mirror" ]; then
 fi
 
 # What a root needs to build zverbs and run the quick unit tier and the
-# device tests (the build and test part of contrib/setup.sh).
+# device tests (the build and test part of contrib/setup.sh; libpmix-dev:
+# Open MPI 5's and 6's headers include pmix.h, and unstable's
+# libopenmpi-dev does not depend on it).
 root_packages="build-essential autoconf automake libtool pkg-config dpkg-dev
     libucx-dev ucx-utils libibverbs-dev librdmacm-dev libhwloc-dev
-    libopenmpi-dev openmpi-bin openmpi-common libgtest-dev googletest
+    libopenmpi-dev libpmix-dev openmpi-bin openmpi-common libgtest-dev googletest
     rdma-core ibverbs-providers ibverbs-utils iproute2 procps"
 
 # ---- the table: one row per root and step

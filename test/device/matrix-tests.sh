@@ -81,11 +81,13 @@ check "UCT device tests: none skipped" bash -c "! grep -q '^\[  SKIPPED \]' '$b/
 # Open MPI 5's mpirun hands the ranks PMIx's component path: name Open
 # MPI's own directory, as the README does.
 eval "$("$s/contrib/ompi-rank-path.sh" --env)"
-echo "mca_base_component_path: ${OMPI_MCA_mca_base_component_path:-(Open MPI searches its own)}"
+echo "mca_base_component_path: ${OMPI_MCA_mca_base_component_path:-(Open MPI searches its own)}; PMIx's: ${PMIX_MCA_mca_base_component_path:-unset}"
 timeout 300 mpirun --allow-run-as-root -np 2 "$b/mpi-tests/zv_probe" > "$tmp/probe" 2>&1
 cat "$tmp/probe"
 check "both ranks load zv through the component (no LD_PRELOAD)" \
     test "$(grep -c 'zv registered, 1 memory domain' "$tmp/probe")" = 2
+check "no PMIx warnings about the component path (PMIX_MCA_mca_base_component_path=${PMIX_MCA_mca_base_component_path:-unset})" \
+    bash -c "! grep -q 'bad prefix' '$tmp/probe'"
 for tl in rc_zv ud_zv uc_zv; do
     t0=$SECONDS
     timeout 300 mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls $tl \
