@@ -16,11 +16,34 @@
 # line that exports it for every mpirun a script runs, or nothing. Only
 # existing directories are named: each rank's PMIx reads the same variable
 # and warns about one that is missing.
+#
+# PMIx takes OMPI_MCA_mca_base_component_path for its own component path
+# too, unless PMIX_MCA_mca_base_component_path is set: given Open MPI's
+# path alone, each rank's PMIx scans it and prints four lines per file
+# that is not PMIx's ("mca:base:process_repository_item filename
+# .../mca_rcache_zverbs has bad prefix - expected: pmix_mca_", Debian 13).
+# --pmix prints PMIx's own directory (PMIx's libdir/pmix: pkg-config pmix,
+# else where the loader finds libpmix), for `--pmixmca
+# mca_base_component_path DIR`; --env exports it as
+# PMIX_MCA_mca_base_component_path beside Open MPI's path.
+#        contrib/ompi-rank-path.sh --pmix
 set -eu
+# PMIx's component directory, or nothing.
+pmix_dir() {
+    lib=$(pkg-config --variable=libdir pmix 2>/dev/null) || lib=
+    so=
+    if [ -z "$lib" ]; then
+        so=$(/sbin/ldconfig -p 2>/dev/null | awk '$1 ~ /^libpmix\.so\.[0-9]+$/ {print $NF; exit}')
+        [ -z "$so" ] || lib=$(dirname "$(readlink -f "$so")")
+    fi
+    [ -n "$lib" ] && [ -d "$lib/pmix" ] && echo "$lib/pmix"
+}
 if_needed= env=
 case ${1:-} in
 --if-needed) if_needed=1; shift ;;
 --env)       if_needed=1 env=1; shift ;;
+--pmix)      pmix_dir || { echo "ompi-rank-path: PMIx's component directory not found (pkg-config pmix, ldconfig -p)" >&2; exit 1; }
+             exit 0 ;;
 esac
 version=$(ompi_info --version 2>/dev/null | sed -n 's/^Open MPI v\([0-9][0-9]*\)\..*/\1/p' | head -n1)
 [ -n "$version" ] || { echo "ompi-rank-path: ompi_info --version printed no Open MPI version" >&2; exit 1; }
@@ -36,6 +59,9 @@ for d in "$@" "$pkglib" "${HOME:-/nonexistent}/.openmpi/components"; do
 done
 if [ -n "$env" ]; then
     echo "export OMPI_MCA_mca_base_component_path='$path'"
+    pmix=
+    [ "$version" -lt 5 ] || pmix=$(pmix_dir) || pmix=
+    [ -z "$pmix" ] || echo "export PMIX_MCA_mca_base_component_path='$pmix'"
 else
     echo "$path"
 fi

@@ -26,6 +26,10 @@
 //     uct_ep_invalidate_params_t; the md ops gained mem_elem_pack and the
 //     internal ops iface_query_v2, ep_get_device_ep, ep_put_sgl_zcopy, all
 //     called without a NULL check
+// and, as UCX's master of 2026-08-21 shows (Debian unstable's 1.23.0~rc1
+// has no tag; its libuct asserts the first):
+//   - the internal op ep_outstanding_purge, asserted non-NULL when an
+//     interface opens; mem_elem_pack returns a release handle
 #ifndef ZV_UCX_COMPAT_H
 #define ZV_UCX_COMPAT_H
 
@@ -188,7 +192,13 @@ constexpr uct_md_ops_t make_md_ops()
 #ifdef HAVE_UCT_MD_OPS_T_IS_SOCKADDR_ACCESSIBLE
     ops.is_sockaddr_accessible = detail::md_no_sockaddr;
 #endif
-#ifdef HAVE_UCT_MD_OPS_T_MEM_ELEM_PACK
+#if defined(ZV_UCX_MEM_ELEM_PACK_RELEASE)
+    // (UCX after 1.22: with a release handle for mem_elem_release; zv
+    // packs no device memory elements, so there is none to release)
+    ops.mem_elem_pack = [](uct_md_h, uct_mem_h, uct_rkey_t, uct_device_mem_elem_t *, void **) {
+        return UCS_ERR_UNSUPPORTED;
+    };
+#elif defined(HAVE_UCT_MD_OPS_T_MEM_ELEM_PACK)
     ops.mem_elem_pack = [](uct_md_h, uct_mem_h, uct_rkey_t, uct_device_mem_elem_t *) {
         return UCS_ERR_UNSUPPORTED;
     };
@@ -389,6 +399,13 @@ constexpr uct_iface_internal_ops_t make_internal_ops()
 #endif
 #ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_IS_CONNECTED
     ops.ep_is_connected = detail::ep_is_connected<Connected>;
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_OUTSTANDING_PURGE
+    // (as UCX's rc_verbs and ud_verbs: only rc_mlx5 hands back what it had
+    // not delivered)
+    ops.ep_outstanding_purge = [](uct_ep_h, const uct_ep_outstanding_purge_params_t *) {
+        return UCS_ERR_UNSUPPORTED;
+    };
 #endif
     return ops;
 }

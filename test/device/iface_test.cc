@@ -149,7 +149,7 @@ TEST_F(md_monitor, a_later_md_asking_for_another_monitor_is_warned_once)
     for (const char *kind : {"none", "uffd", "none", "uffd"}) {
         uct_md_config_t *cfg;
         ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, nullptr, nullptr, &cfg));
-        ASSERT_EQ(UCS_OK, uct_config_modify(cfg, "RCACHE_MONITOR", kind));
+        ASSERT_EQ(UCS_OK, config_modify(cfg, "ZV_", "RCACHE_MONITOR", kind));
         uct_md_h md;
         ucs_status_t status = uct_md_open(m_component, m_md_name.c_str(), cfg, &md);
         uct_config_release(cfg);

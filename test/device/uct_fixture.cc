@@ -103,6 +103,23 @@ void uct_test::TearDown()
     }
 }
 
+ucs_status_t config_modify(void *cfg, const std::string &prefix, const char *name,
+                           const char *value)
+{
+    ucs_status_t status = uct_config_modify(cfg, name, value);
+    if (status == UCS_ERR_NO_ELEM) {
+        status = uct_config_modify(cfg, (prefix + name).c_str(), value);
+    }
+    return status;
+}
+
+std::string tl_config_prefix(const char *tl)
+{
+    std::string prefix = tl;
+    std::transform(prefix.begin(), prefix.end(), prefix.begin(), ::toupper);
+    return prefix + "_";
+}
+
 void uct_test::open_side(uct_side &side,
                          const std::vector<std::pair<const char *, const char *>> &modify,
                          ucs_async_mode_t mode,
@@ -124,7 +141,8 @@ void uct_test::open_side(uct_side &side,
             ASSERT_EQ(0, setenv(fault_vars.back().c_str(), m.second, 1));
             continue;
         }
-        ASSERT_EQ(UCS_OK, uct_config_modify(cfg, m.first, m.second)) << m.first;
+        ASSERT_EQ(UCS_OK, config_modify(cfg, tl_config_prefix(tl_name()), m.first, m.second))
+            << m.first;
     }
     uct_iface_params_t params = {};
     params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
@@ -169,7 +187,8 @@ ucs_status_t uct_test::try_open_side(
     uct_iface_config_t *cfg;
     EXPECT_EQ(UCS_OK, uct_md_iface_config_read(m_md, tl_name(), nullptr, nullptr, &cfg));
     for (const auto &m : modify) {
-        EXPECT_EQ(UCS_OK, uct_config_modify(cfg, m.first, m.second)) << m.first;
+        EXPECT_EQ(UCS_OK, config_modify(cfg, tl_config_prefix(tl_name()), m.first, m.second))
+            << m.first;
     }
     uct_iface_params_t params   = {};
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;

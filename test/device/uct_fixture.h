@@ -36,6 +36,16 @@ struct uct_side {
     void close();
 };
 
+/// uct_config_modify() of 'name' as ucx_info prints it after UCX_<prefix>
+/// (RX_QUEUE_LEN, TIMEOUT). UCX 1.13 matches that name at every level of a
+/// configuration table; UCX 1.18 matches a field of the table's own level
+/// only by its prefixed name (RC_ZV_TIMEOUT), and an embedded table's
+/// either way. The name as given first, then with 'prefix' (RC_ZV_, ZV_).
+ucs_status_t config_modify(void *cfg, const std::string &prefix, const char *name,
+                           const char *value);
+/// Transport 'tl''s configuration prefix: "RC_ZV_" for rc_zv.
+std::string tl_config_prefix(const char *tl);
+
 class uct_test : public ::testing::Test {
 protected:
     /// Transport under test (rc_zv for now; a parameter as transports land).

@@ -94,6 +94,56 @@ TEST(ucx_compat, iface_flag_inter_node_matches_ucx)
 #endif
 }
 
+namespace {
+ucs_status_t no_perf(uct_iface_h, uct_perf_attr_t *) { return UCS_ERR_UNSUPPORTED; }
+void no_vfs(uct_iface_h) {}
+ucs_status_t no_ep_query(uct_ep_h, uct_ep_attr_t *) { return UCS_ERR_UNSUPPORTED; }
+int never_reachable(uct_iface_h, const uct_device_addr_t *, const uct_iface_addr_t *, bool,
+                    const zv::ucx::reach_reason &)
+{
+    return 0;
+}
+int never_connected(uct_ep_h, const uct_device_addr_t *, const uct_iface_addr_t *) { return 0; }
+} // namespace
+
+/// Every internal op the UCX built against asserts or calls without a NULL
+/// check is filled (Debian unstable's libuct asserts ep_outstanding_purge
+/// when an interface opens: ud_zv and uc_zv aborted there, in every MPI
+/// job), and the ones zv does not implement say so.
+TEST(ucx_compat, internal_ops_has_every_member_ucx_calls)
+{
+    constexpr uct_iface_internal_ops_t ops =
+            zv::ucx::make_internal_ops<no_perf, no_vfs, no_ep_query, never_reachable,
+                                       never_connected>();
+    EXPECT_NE(nullptr, ops.iface_estimate_perf);
+    EXPECT_NE(nullptr, ops.iface_vfs_refresh);
+    EXPECT_NE(nullptr, ops.ep_query);
+    EXPECT_NE(nullptr, ops.ep_invalidate);
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_CONNECT_TO_EP_V2
+    EXPECT_NE(nullptr, ops.ep_connect_to_ep_v2);
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_IFACE_IS_REACHABLE_V2
+    EXPECT_NE(nullptr, ops.iface_is_reachable_v2);
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_IS_CONNECTED
+    EXPECT_NE(nullptr, ops.ep_is_connected);
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_IFACE_QUERY_V2
+    EXPECT_NE(nullptr, ops.iface_query_v2);
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_GET_DEVICE_EP
+    EXPECT_NE(nullptr, ops.ep_get_device_ep);
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_PUT_SGL_ZCOPY
+    EXPECT_NE(nullptr, ops.ep_put_sgl_zcopy);
+#endif
+#ifdef HAVE_UCT_IFACE_INTERNAL_OPS_T_EP_OUTSTANDING_PURGE
+    ASSERT_NE(nullptr, ops.ep_outstanding_purge);
+    uct_ep_outstanding_purge_params_t params = {};
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, ops.ep_outstanding_purge(nullptr, &params));
+#endif
+}
+
 TEST(same_device, roce_compares_the_whole_gid)
 {
     EXPECT_TRUE(iface::same_device(addr(true, 0, 1, 2), addr(true, 7, 1, 2)));

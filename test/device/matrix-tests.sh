@@ -1,0 +1,101 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The version matrix's device tier (contrib/matrix.sh), in the Soft-RoCE VM
+# as root: for each NAME:ROOT:BUILD, chroot into ROOT (its /proc, /sys and
+# /dev, /dev/infiniband with it, bind-mounted from the guest; the work tree
+# and /run/zv at their own paths; all in a mount namespace of its own) and
+# there, against the root's UCX and Open MPI: install what matrix.sh staged
+# in BUILD/matrix-stage, the module's transports in ucx_info, the UCT device
+# tests ($ZV_MATRIX_GTEST_FILTER) and a validated 2-rank MPI job over
+# rc_zv, ud_zv and uc_zv. Each root's counts and seconds go to
+# BUILD/matrix-device.result ("pass fail seconds"), its gtest log to
+# BUILD/matrix-zv_device.log.
+#
+# usage: matrix-tests.sh NAME:ROOT:BUILD...
+#        matrix-tests.sh --inside NAME BUILD   (in the root; by the above)
+set -u
+s=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ "${1:-}" != --inside ]; then
+    status=0
+    export ZV_SRC=$s ZV_MATRIX_GTEST_FILTER=${ZV_MATRIX_GTEST_FILTER:?}
+    for spec in "$@"; do
+        name=${spec%%:*} rest=${spec#*:}; r=${rest%%:*} b=${rest#*:}
+        echo "==== $name: chroot $r"
+        t0=$SECONDS
+        unshare --mount --propagation private bash -c '
+            set -e; r=$1; shift
+            mount -t proc proc "$r/proc"
+            mount --rbind /sys "$r/sys"
+            mount --rbind /dev "$r/dev"
+            for d in "$ZV_SRC" /run/zv; do
+                [ -d "$d" ] || continue
+                mkdir -p "$r$d"; mount --bind "$d" "$r$d"
+            done
+            mount -t tmpfs -o mode=1777 tmp "$r/tmp"
+            exec chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+                PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+                ZV_MATRIX_GTEST_FILTER="$ZV_MATRIX_GTEST_FILTER" "$@"' \
+            matrix "$r" "$s/test/device/matrix-tests.sh" --inside "$name" "$b" || status=1
+        [ -f "$b/matrix-device.result" ] &&
+            sed -i "s/\$/ $((SECONDS - t0))/" "$b/matrix-device.result"
+    done
+    exit $status
+fi
+
+# ---- inside the root
+name=$2 b=$3
+pass=0; fail=0
+check() { local what=$1; shift
+    if "$@"; then echo "PASS: $name: $what [${SECONDS}s]"; pass=$((pass+1))
+    else echo "FAIL: $name: $what [${SECONDS}s]"; fail=$((fail+1)); fi; }
+tmp=$(mktemp -d)
+finish() { echo "$pass $fail" > "$b/matrix-device.result"
+           echo "==== $name: $pass passed, $fail failed"; rm -rf "$tmp"; }
+trap finish EXIT
+
+echo "$name: $(. /etc/os-release && echo "$PRETTY_NAME"); $(ucx_info -v | sed -n 's/^# *\(Library version\)/\1/p' | head -n1); $(ompi_info --version | head -n1)"
+dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
+check "a verbs device in the root ($dev, /dev/infiniband bound)" test -n "$dev" -a -e /dev/infiniband/uverbs0
+check "the staged install copied in" cp -a "$b/matrix-stage/." /
+ldconfig
+ompi_info > "$tmp/ompi" 2>&1
+check "ompi_info lists MCA rcache: zverbs" grep -q 'MCA rcache: zverbs' "$tmp/ompi"
+LD_PRELOAD=$b/.libs/libuct_zv.so.0 ucx_info -d > "$tmp/d" 2>&1
+for tl in rc_zv ud_zv uc_zv; do
+    check "ucx_info -d lists $tl on $dev:1" \
+        bash -c "awk '/Transport: $tl\$/ {f=1} f && /Device: $dev:1/ {ok=1} END {exit !ok}' '$tmp/d'"
+done
+check "ucx_info -d: no UCX errors or warnings" bash -c "! grep -qE 'UCX +(ERROR|WARN)' '$tmp/d'"
+
+# The UCT device tests (uct-tests.sh adds the spoofing test's address).
+t0=$SECONDS
+ZV_BUILDDIR=$b "$s/test/device/uct-tests.sh" "$b/matrix-zv_device.log" \
+    --gtest_filter="$ZV_MATRIX_GTEST_FILTER"
+rc=$?
+grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$b/matrix-zv_device.log"
+grep -E '^\[  FAILED  \] ' "$b/matrix-zv_device.log" | sort -u | head -n 20
+check "UCT device tests ($ZV_MATRIX_GTEST_FILTER), $((SECONDS - t0)) s" test $rc = 0
+check "UCT device tests: none skipped" bash -c "! grep -q '^\[  SKIPPED \]' '$b/matrix-zv_device.log'"
+
+# Open MPI 5's mpirun hands the ranks PMIx's component path: name Open
+# MPI's own directory, as the README does.
+eval "$("$s/contrib/ompi-rank-path.sh" --env)"
+echo "mca_base_component_path: ${OMPI_MCA_mca_base_component_path:-(Open MPI searches its own)}; PMIx's: ${PMIX_MCA_mca_base_component_path:-unset}"
+timeout 300 mpirun --allow-run-as-root -np 2 "$b/mpi-tests/zv_probe" > "$tmp/probe" 2>&1
+cat "$tmp/probe"
+check "both ranks load zv through the component (no LD_PRELOAD)" \
+    test "$(grep -c 'zv registered, 1 memory domain' "$tmp/probe")" = 2
+check "no PMIx warnings about the component path (PMIX_MCA_mca_base_component_path=${PMIX_MCA_mca_base_component_path:-unset})" \
+    bash -c "! grep -q 'bad prefix' '$tmp/probe'"
+for tl in rc_zv ud_zv uc_zv; do
+    t0=$SECONDS
+    timeout 300 mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls $tl \
+        --mca pml_ucx_devices "$dev" -x UCX_TLS=$tl,self -x UCX_NET_DEVICES="$dev:1" \
+        "$b/mpi-tests/zv_osu" -t bw -S 1048576 -i 5 > "$tmp/osu" 2>&1
+    rc=$?
+    sed -n '1p;$p' "$tmp/osu"
+    [ $rc = 0 ] || tail -n 15 "$tmp/osu"
+    check "MPI bw 1 B..1 MiB validated, 2 ranks, UCX_TLS=$tl,self, $((SECONDS - t0)) s" test $rc = 0
+done
+[ $fail = 0 ]
