@@ -4,7 +4,9 @@
 # was configured against: UCX finds the module with no LD_PRELOAD, zv is
 # registered once however many copies of the module a process loads, and
 # libucs_zv turns UCP's registration cache off by default. With an active
-# RDMA port (the Soft-RoCE VM), ucx_info -d lists rc_zv, ud_zv and uc_zv.
+# RDMA port (the Soft-RoCE VM), ucx_info -d lists rc_zv, ud_zv and uc_zv,
+# and a 2-rank MPI job (zv_osu, every byte checked) runs over each of them
+# with nothing but UCX_PLUGIN_PATH.
 # Skipped, with the reason, where that UCX has no such loader (UCX 1.13 to
 # 1.21: test/unit/module_load.sh covers the ways in there), and its device
 # part is reported as skipped where no port is up: a skip is never a pass.
@@ -68,8 +70,32 @@ if ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
     done
     check "ucx_info -d lists the zv memory domain once per device" \
           test "$(count 'Component: zv$' "$tmp/d.out")" = "$(ibv_devinfo -l 2>/dev/null | awk 'NR>1 && NF' | wc -l)"
+    # An MPI job with nothing but UCX_PLUGIN_PATH: no LD_PRELOAD, no rcache
+    # component (--mca rcache ^zverbs); LD_LIBRARY_PATH makes pml ucx open
+    # this UCX (Open MPI's was built against another, same soname).
+    dev=$(ibv_devinfo -l 2>/dev/null | awk 'NR==2 {print $1}')
+    if [ "$(mk ZV_OMPI_COMPONENT)" = yes ] && [ -x "$b/mpi-tests/zv_osu" ] && command -v mpirun >/dev/null; then
+        over=(); [ "$(nproc)" -ge 2 ] || over=(--oversubscribe)   # correctness only
+        for tl in rc_zv ud_zv uc_zv; do
+            timeout 600 mpirun --allow-run-as-root -np 2 "${over[@]}" --mca pml ucx \
+                --mca pml_ucx_tls $tl --mca pml_ucx_devices "$dev" --mca rcache ^zverbs \
+                -x LD_LIBRARY_PATH="$(mk UCX_LIBDIR)" -x UCX_PLUGIN_PATH="$tmp/plugins" \
+                -x UCX_TLS=$tl,self -x UCX_NET_DEVICES="$dev:1" -x LD_DEBUG=files \
+                "$b/mpi-tests/zv_osu" -t lat -t bw -S 262144 -i 4 >"$tmp/mpi-$tl.out" 2>&1
+            rc=$?
+            check "MPI over $tl with UCX_PLUGIN_PATH alone: zv_osu 1 B..256 KiB validated (exit $rc)" \
+                  test $rc = 0
+            check "MPI over $tl: both ranks opened this UCX's libucp and the module from UCX_PLUGIN_PATH, not the component" \
+                  bash -c "test \$(grep -c 'calling init: $(mk UCX_LIBDIR)/libucp.so.0\$' '$tmp/mpi-$tl.out') = 2 &&
+                           test \$(grep -c 'calling init: $tmp/plugins/libuct_zv.so.0\$' '$tmp/mpi-$tl.out') = 2 &&
+                           ! grep -q 'calling init: .*mca_rcache_zverbs' '$tmp/mpi-$tl.out'"
+        done
+    else
+        echo "SKIP: MPI over zv with UCX_PLUGIN_PATH alone: no Open MPI, mpirun or mpi-tests/zv_osu (make check builds it)"
+        skip=1
+    fi
 else
-    echo "SKIP: ucx_info -d lists rc_zv, ud_zv, uc_zv: no active RDMA port here (run in the Soft-RoCE VM)"
+    echo "SKIP: ucx_info -d lists rc_zv, ud_zv, uc_zv, and MPI over them: no active RDMA port here (run in the Soft-RoCE VM)"
     skip=1
 fi
 echo "plugin_load: $pass passed, $fail failed, $skip part skipped"
