@@ -10,22 +10,47 @@
 // They translate UCX's config structs into plain settings for the C++ core.
 #include "glue/layout_check.h"
 #include "glue/zv_glue.h"
+#include "glue/zv_ucp_defaults.h"
 #include "md/zv_md.h"
 
 #include <ucs/debug/log_def.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace {
 
-bool zv_registered = false;
+// Is a component of this name registered with the libuct in the process?
+// Another copy of the module may have registered it: a process can load
+// libuct_zv.so.0 from two files (LD_PRELOAD of the build tree's and UCX
+// 1.22's loader finding the installed one, or the Open MPI component's
+// path and a UCX_PLUGIN_PATH). Each file is a library of its own with its
+// own constructor; the first to run registers, the others stand aside, so
+// UCX never lists zv twice. (Loading the same file twice runs no
+// constructor again.)
+bool component_registered(const char *name)
+{
+    uct_component_t *component;
+    ucs_list_for_each(component, &uct_components_list, list) {
+        if (std::strcmp(component->name, name) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
 
 // Runs when the module is loaded (LD_PRELOAD, dlopen by the Open MPI
-// component, or linking). Refuses to register when UCX's struct layouts
-// differ from the headers we were built with: a wrong layout would corrupt
-// memory on the first interface open.
+// component or by UCX 1.22's module loader, or linking). Refuses to
+// register when UCX's struct layouts differ from the headers we were built
+// with: a wrong layout would corrupt memory on the first interface open.
 __attribute__((constructor)) void zv_module_init()
 {
+    uct_component_t *component = zv::glue::component();
+    if (component_registered(component->name)) {
+        ucs_debug("zv: the %s component is already registered by another copy of "
+                  "the module; this one stays unused", component->name);
+        return;
+    }
     char msg[512];
     if (zv_layout_check_builtin(msg, sizeof(msg)) != 0) {
         ucs_warn("zv: not registering the zv transports: the loaded libuct does "
@@ -33,19 +58,15 @@ __attribute__((constructor)) void zv_module_init()
                  "zverbs against the installed UCX", msg);
         return;
     }
-    // zv keeps its own registration cache in its md, invalidated by the
-    // kernel. UCP 1.13 would cache the md's registrations a second time,
-    // keyed by address and invalidated only by UCM's hooks: a page replaced
-    // behind the hooks' back would then reach the wire through UCP's stale
-    // entry. So UCP's cache defaults to off where zv is loaded; a user who
-    // sets UCX_RCACHE_ENABLE keeps their choice.
-    setenv("UCX_RCACHE_ENABLE", "n", 0);
-    uct_component_t *component = zv::glue::component();
+    // UCP's registration cache off by default where zv may be selected
+    // (zv_ucp_defaults.h says why). In time for UCP under LD_PRELOAD and the
+    // Open MPI component; UCX 1.22's loader opens this module after UCP has
+    // read its configuration, and libucs_zv sets it there.
+    zv_set_ucp_defaults();
     uct_component_register(component);
     uct_tl_register(component, zv::glue::rc_tl());
     uct_tl_register(component, zv::glue::ud_tl());
     uct_tl_register(component, zv::glue::uc_tl());
-    zv_registered = true;
 }
 
 } // namespace

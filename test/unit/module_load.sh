@@ -7,7 +7,7 @@
 set -u
 b=${ZV_BUILDDIR:?}
 mod=$b/.libs/libuct_zv.so.0
-skew=$b/.libs/libuct_zvskew.so.0
+skew=$b/.libs/libuct_zv_skew.so.0
 pass=0; fail=0
 check() { # name, then a command that must succeed
     local name=$1; shift

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* libucs_zv: UCP's defaults for zv, set before UCP reads its configuration. */
+
+/*
+ * zv reports no cacheable memory type to UCP (src/ucx/compat.h), yet UCX
+ * 1.22's zero-copy protocols register through the datatype iterator, which,
+ * while UCP's own registration cache exists, puts every md a lane needs
+ * into it (ucp_datatype_iter_mem_reg_single -> ucp_memh_get), cacheable or
+ * not: a release build caches zv's registrations a second time; a build
+ * with assertions stops on "Iterator may work with cacheable MDs only"
+ * (datatype_iter.inl). So UCP's cache must be off where zv may be selected
+ * (zv_ucp_defaults.h).
+ *
+ * libuct_zv's constructor sets that default when the module is in the
+ * process before UCP starts (LD_PRELOAD, the Open MPI component). UCX
+ * 1.22's loader opens libuct_zv only when UCP queries its transports, after
+ * ucp_config_read() has read UCX_RCACHE_ENABLE. The loader opens
+ * lib<framework>_<name> for each framework from the same directories
+ * (UCX's module directory, UCX_PLUGIN_PATH): this library is the ucs
+ * framework's, opened from libucs's constructor, before any configuration
+ * is read. UCX_MODULES=^zv leaves it out with libuct_zv. It uses nothing of
+ * UCX, only the environment, and is never opened by UCX 1.13 to 1.21.
+ */
+#include "glue/zv_ucp_defaults.h"
+
+__attribute__((constructor)) static void zv_ucs_module_init(void)
+{
+    zv_set_ucp_defaults();
+}
