@@ -84,7 +84,7 @@ unsigned progress_conn(rc_iface *iface)
 {
     iface::worker_scope scope(&iface->gate);
     unsigned count = 0;
-    if (__builtin_expect(iface->async_head < iface->async_outcomes.size(), 0)) {
+    if (__builtin_expect(!iface->async_outcomes.empty(), 0)) { // (cleared once handed over)
         // One at a time: a callback may progress the worker again, and the
         // nested call takes the next. Cleared, not freed: the room stays.
         while (iface->async_head < iface->async_outcomes.size()) {
