@@ -480,16 +480,18 @@ void ep_destroy(uct_ep_h uct_ep)
 
 namespace {
 
-/// For the worker (rc_async.cc). ep_create() made room for it: growing
-/// here is only a fallback.
+/// For the worker (rc_async.cc). ep_create() made room for one record per
+/// connecting endpoint besides those not yet handed over, and each has at
+/// most one: growing here is only a fallback.
 void defer_outcome(rc_iface *iface, uint64_t conn_id, uint32_t peer_qpn, ucs_status_t status,
                    const char *why)
 {
     auto &q = iface->async_outcomes;
     if (__builtin_expect(q.size() == q.capacity(), 0) &&
         (util::try_alloc([&] { util::reserve_at_least(q, q.size() + 1); }) != UCS_OK)) {
+        // (Not reached: ep_create() made room for every connecting endpoint.)
         ucs_error("rc_zv: no memory to record how connection %lu went: its endpoint "
-                  "fails at its timeout", static_cast<unsigned long>(conn_id));
+                  "never hears", static_cast<unsigned long>(conn_id));
         return;
     }
     async_outcome o = {conn_id, peer_qpn, status, {}};
