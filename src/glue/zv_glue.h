@@ -8,10 +8,26 @@
 #include "ucx/internal.h"
 
 #include <cstddef>
+#include <cstring>
 
 namespace zv::glue {
 
 /// One config value's check: 'bad' names a value outside 'allowed'.
+/// A variable's full name, prefix and suffix, built without allocating
+/// (interface open must not throw: design.md, "Out of memory").
+struct var_name {
+    char s[96];
+    var_name(const char *prefix, const char *suffix)
+    {
+        const size_t n = strnlen(prefix, sizeof(s) - 1);
+        const size_t m = strnlen(suffix, sizeof(s) - 1 - n);
+        std::memcpy(s, prefix, n);
+        std::memcpy(s + n, suffix, m);
+        s[n + m] = '\0';
+    }
+    const char *c_str() const { return s; }
+};
+
 struct range_check {
     const char *name;
     bool        bad;

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <string>
 
 namespace zv::glue {
 
@@ -62,18 +61,18 @@ ucs_status_t queue_settings(const queue_config &c, const char *prefix,
     *rx_batch              = c.rx_batch;
     *max_inline            = static_cast<unsigned>(std::min<size_t>(c.max_inline, 1u << 20));
 
-    const std::string p(prefix);
-    const std::string names[] = {p + "RX_QUEUE_LEN", p + "RX_BATCH", p + "TX_QUEUE_LEN",
-                                 p + "TX_MAX_INLINE", p + "MAX_PEER_CONNS",
-                                 p + "TX_MAX_BUFS"};
-    const std::string rx_range = std::to_string(limits.min_rx_queue_len) + "..65536";
-    const std::string tx_range = std::to_string(limits.min_tx_queue_len) + "..16384";
+    const char *p          = prefix;
+    const var_name names[] = {{p, "RX_QUEUE_LEN"},  {p, "RX_BATCH"},       {p, "TX_QUEUE_LEN"},
+                              {p, "TX_MAX_INLINE"}, {p, "MAX_PEER_CONNS"}, {p, "TX_MAX_BUFS"}};
+    char rx_range[32], tx_range[32];
+    std::snprintf(rx_range, sizeof(rx_range), "%u..65536", limits.min_rx_queue_len);
+    std::snprintf(tx_range, sizeof(tx_range), "%u..16384", limits.min_tx_queue_len);
     const range_check checks[] = {
         {names[0].c_str(), (c.rx_queue_len < limits.min_rx_queue_len) || (c.rx_queue_len > 65536),
-         rx_range.c_str()},
+         rx_range},
         {names[1].c_str(), (c.rx_batch == 0) || (c.rx_batch > c.rx_queue_len), "1..RX_QUEUE_LEN"},
         {names[2].c_str(), (c.tx_queue_len < limits.min_tx_queue_len) || (c.tx_queue_len > 16384),
-         tx_range.c_str()},
+         tx_range},
         {names[3].c_str(), c.max_inline > 1024, "0..1024"},
         {names[4].c_str(), (c.max_peer_conns == 0) || (c.max_peer_conns > 65536), "1..65536"},
         {names[5].c_str(), (c.tx_max_bufs != UCS_ULUNITS_INF) &&

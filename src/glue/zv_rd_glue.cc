@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
-#include <string>
 
 namespace {
 
@@ -20,9 +19,10 @@ namespace {
 /// of at most 1; _SEED), outside UCX's configuration and its reference.
 ucs_status_t fault_settings(const char *tl_prefix, zv::iface::fault_settings *f)
 {
-    const std::string p = std::string("ZV_TESTING_") + tl_prefix;
-    const std::string names[] = {p + "FAULT_DROP", p + "FAULT_DUP", p + "FAULT_REORDER",
-                                 p + "FAULT_SEED"};
+    const zv::glue::var_name pv("ZV_TESTING_", tl_prefix);
+    const char *p          = pv.c_str();
+    const zv::glue::var_name names[] = {{p, "FAULT_DROP"}, {p, "FAULT_DUP"}, {p, "FAULT_REORDER"},
+                              {p, "FAULT_SEED"}};
     double *rates[] = {&f->drop, &f->dup, &f->reorder};
     for (unsigned i = 0; i < 4; ++i) {
         const char *v = getenv(names[i].c_str());
@@ -43,7 +43,7 @@ ucs_status_t fault_settings(const char *tl_prefix, zv::iface::fault_settings *f)
         }
     }
     auto bad = [](double r) { return !((r >= 0) && (r <= 1)); };
-    const std::string sum = p + "FAULT_DROP + _DUP + _REORDER";
+    const zv::glue::var_name sum(p, "FAULT_DROP + _DUP + _REORDER");
     const zv::glue::range_check checks[] = {
         {names[0].c_str(), bad(f->drop), "0..1"},
         {names[1].c_str(), bad(f->dup), "0..1"},
@@ -124,9 +124,9 @@ ucs_status_t rel_settings(const queue_config &q, const rel_config &c,
     s->rel.ack_every       = zv::rel::ack_every_for(c.window);
     s->tx_moderation       = c.tx_moderation;
 
-    const std::string p(prefix);
-    const std::string names[] = {p + "WINDOW", p + "RTO", p + "RTO_MAX", p + "TIMEOUT",
-                                 p + "ACK_DELAY", p + "TX_MODERATION"};
+    const char *p          = prefix;
+    const var_name names[] = {{p, "WINDOW"},  {p, "RTO"},       {p, "RTO_MAX"},
+                              {p, "TIMEOUT"}, {p, "ACK_DELAY"}, {p, "TX_MODERATION"}};
     const range_check checks[] = {
         {names[0].c_str(), (c.window < 2) || (c.window > zv::rel::max_window), "2..16384"},
         {names[1].c_str(), !(c.rto > 0), "> 0"},

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Registered buffer pool: slab allocation and registration (slow path).
 #include "iface/buffer_pool.h"
+#include "util/nothrow.h"
 #include "verbs/locality.h"
 
 #include <ucs/debug/log_def.h>
@@ -103,7 +104,12 @@ ucs_status_t buffer_pool::grow()
         m_skip = 1024;
         return verbs::status_from_errno(err);
     }
-    m_slabs.push_back({mem, size, mr});
+    if (util::try_alloc([&] { m_slabs.push_back({mem, size, mr}); }) != UCS_OK) {
+        ucs_error("%s: no memory to keep a slab of %s buffers", m_dev->name().c_str(), m_name);
+        (void)ibv_dereg_mr(mr);
+        munmap(mem, size);
+        return UCS_ERR_NO_MEMORY;
+    }
 
     char *base = reinterpret_cast<char *>(align_up(reinterpret_cast<uintptr_t>(mem),
                                                    m_base_align));

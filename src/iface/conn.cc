@@ -170,10 +170,8 @@ conn_msg conn_manager::make_msg(uint8_t type, uint64_t conn_id, uint32_t qpn,
 
 ucs_status_t conn_manager::ah_for(const device_addr &peer, ibv_ah **ah_p)
 {
-    auto key = gid_key(peer);
-    key.push_back(static_cast<uint8_t>(peer.lid));
-    key.push_back(static_cast<uint8_t>(peer.lid >> 8));
-    auto it = m_ahs.find(key);
+    const port_key_t key = port_key(peer);
+    auto it              = m_ahs.find(key);
     if (it != m_ahs.end()) {
         *ah_p = it->second.get();
         return UCS_OK;
@@ -184,8 +182,14 @@ ucs_status_t conn_manager::ah_for(const device_addr &peer, ibv_ah **ah_p)
     if (status != UCS_OK) {
         return status;
     }
-    *ah_p = ah.get();
-    m_ahs.emplace(std::move(key), std::move(ah));
+    ibv_ah *const made = ah.get();
+    status = util::try_alloc([&] { m_ahs.emplace(key, std::move(ah)); });
+    if (status != UCS_OK) {
+        // (the handle is destroyed here; the message is sent again later)
+        ucs_debug("qp 0x%x: no memory for an address handle's entry", m_qp->qp_num);
+        return status;
+    }
+    *ah_p = made;
     return UCS_OK;
 }
 
@@ -278,7 +282,12 @@ ibv_qp *conn_manager::claim(const device_addr &peer, uint32_t peer_ud_qpn)
     for (auto q = it->second.begin(); (q != it->second.end()) && (qp == nullptr);) {
         channel &ch = m_channels.at(*q);
         if (verbs::qp_in_error(ch.qp.get())) {
-            dead.push_back(*q); // its peer is gone, or the port failed
+            // Its peer is gone, or the port failed. (Out of memory: it
+            // stays, and its probe or the next claim() destroys it.)
+            if (util::try_alloc([&] { dead.push_back(*q); }) != UCS_OK) {
+                ++q;
+                continue;
+            }
         } else if (!ch.probing) { // (a probe WR would overfill its send queue)
             ch.owned = true;
             end_asking(ch); // (the peer's answer no longer matters)
@@ -301,8 +310,13 @@ ibv_qp *conn_manager::claim(const device_addr &peer, uint32_t peer_ud_qpn)
 
 ibv_qp *conn_manager::take(verbs::qp qp, const device_addr &peer, uint32_t peer_ud_qpn)
 {
-    ibv_qp *used   = qp.get();
-    channel &ch    = m_channels[used->qp_num];
+    ibv_qp *used = qp.get();
+    channel *c   = nullptr;
+    if (util::try_alloc([&] { c = &m_channels[used->qp_num]; }) != UCS_OK) {
+        ucs_error("qp 0x%x: no memory to connect qp 0x%x", m_qp->qp_num, used->qp_num);
+        return nullptr; // (qp is destroyed on return)
+    }
+    channel &ch    = *c;
     ch.peer        = peer;
     ch.peer_ud_qpn = peer_ud_qpn;
     ch.qp          = std::move(qp);
@@ -312,25 +326,54 @@ ibv_qp *conn_manager::take(verbs::qp qp, const device_addr &peer, uint32_t peer_
 
 ucs_status_t conn_manager::start(uint64_t conn_id, ibv_qp *qp)
 {
-    channel &ch   = m_channels.at(qp->qp_num); // from take() or claim()
+    channel &ch = m_channels.at(qp->qp_num); // from take() or claim()
+    peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
+    // The entries first: out of memory leaves the manager as it was (an
+    // empty queue or a count of 0 left behind is what stop_connecting()
+    // finds after the last one anyway).
+    bool queued = false;
+    const ucs_status_t status = util::try_alloc([&] {
+        m_connecting[conn_id] = qp->qp_num;
+        m_in_flight.try_emplace(pk, 0);
+        queued = in_flight(pk) >= req_window;
+        if (queued) {
+            m_queued[pk].push_back(qp->qp_num);
+        }
+    });
+    if (status != UCS_OK) {
+        m_connecting.erase(conn_id);
+        ucs_error("qp 0x%x: no memory to connect qp 0x%x", m_qp->qp_num, qp->qp_num);
+        return status;
+    }
     ch.conn_id    = conn_id;
     ch.connecting = true;
-    m_connecting[conn_id] = qp->qp_num;
     set_busy(true);
-    peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
-    if (m_in_flight[pk] < req_window) {
+    if (!queued) {
         send_first(ch);
     } else {
         ch.queued   = true;
         ch.next_try = clock::time_point::max();
-        m_queued[pk].push_back(qp->qp_num);
     }
     return UCS_OK;
 }
 
+unsigned conn_manager::in_flight(const peer_key &pk) const
+{
+    auto f = m_in_flight.find(pk);
+    return (f != m_in_flight.end()) ? f->second : 0;
+}
+
 void conn_manager::send_first(channel &ch)
 {
-    ++m_in_flight[peer_key(gid_key(ch.peer), ch.peer_ud_qpn)];
+    const peer_key pk(gid_key(ch.peer), ch.peer_ud_qpn);
+    auto f = m_in_flight.find(pk);
+    if (f != m_in_flight.end()) {
+        ++f->second;
+    } else {
+        // (Out of memory: the REQ goes uncounted, one more in flight than
+        // the window allows. The window only spares the peer a burst.)
+        (void)util::try_alloc([&] { m_in_flight.emplace(pk, 1u); });
+    }
     ch.queued   = false;
     ch.backoff  = std::chrono::milliseconds(100);
     ch.next_try = clock::now() + ch.backoff;
@@ -352,8 +395,7 @@ void conn_manager::stop_connecting(channel &ch)
         --f->second;
     }
     auto q = m_queued.find(pk);
-    while ((q != m_queued.end()) && !q->second.empty() &&
-           (m_in_flight[pk] < req_window)) {
+    while ((q != m_queued.end()) && !q->second.empty() && (in_flight(pk) < req_window)) {
         uint32_t next = q->second.front();
         q->second.pop_front();
         auto it = m_channels.find(next);
@@ -421,14 +463,34 @@ void conn_manager::destroy(uint32_t qpn)
 
 ucs_status_t conn_manager::connect(channel &ch, uint32_t remote_qpn, uint8_t rd_atomic)
 {
-    ucs_status_t status = m_cb.connect(m_cb.arg, ch.qp.get(), to_remote(ch.peer, rd_atomic),
-                                       remote_qpn);
+    // Its entry first: out of memory leaves the QP as it was, and the
+    // peer's next message tries again.
+    const remote_key key(gid_key(ch.peer), ch.peer_ud_qpn, remote_qpn);
+    const uint32_t qpn = ch.qp->qp_num;
+    uint32_t prev      = 0;
+    ucs_status_t status = util::try_alloc([&] {
+        auto r = m_by_remote.try_emplace(key, qpn);
+        if (!r.second) {
+            prev              = r.first->second;
+            r.first->second   = qpn;
+        }
+    });
     if (status != UCS_OK) {
+        ucs_debug("qp 0x%x: no memory to connect qp 0x%x", m_qp->qp_num, qpn);
+        return status;
+    }
+    status = m_cb.connect(m_cb.arg, ch.qp.get(), to_remote(ch.peer, rd_atomic), remote_qpn);
+    if (status != UCS_OK) {
+        auto r = m_by_remote.find(key);
+        if (prev != 0) {
+            r->second = prev;
+        } else {
+            m_by_remote.erase(r);
+        }
         return status;
     }
     ch.remote_qpn = remote_qpn;
     ch.rd_atomic  = rd_atomic;
-    m_by_remote[remote_key(gid_key(ch.peer), ch.peer_ud_qpn, remote_qpn)] = ch.qp->qp_num;
     return UCS_OK;
 }
 
@@ -461,7 +523,11 @@ void conn_manager::finish(uint32_t qpn)
     uint64_t id = ch.conn_id;
     stop_connecting(ch);
     if (!ch.owned) {
-        begin_close(ch); // its endpoint left while it was connecting
+        // Its endpoint left while it was connecting. (Out of memory: no
+        // DISC, the peer's probe finds its end gone.)
+        if (!begin_close(ch)) {
+            destroy(qpn);
+        }
         return;
     }
     m_cb.established(m_cb.arg, id, ch.remote_qpn);
@@ -631,12 +697,20 @@ void conn_manager::fail_peer(const channel &ch, uint32_t qpn)
 {
     // The peer's interface did not answer: the REQs waiting their turn for
     // it fail with this one (each would wait a CONN_TIMEOUT of its own).
+    // (Out of memory: only this one fails now, the queued ones at their
+    // own deadlines.)
     std::vector<uint32_t> doomed;
     auto q = m_queued.find(peer_key(gid_key(ch.peer), ch.peer_ud_qpn));
-    if (q != m_queued.end()) {
-        doomed.assign(q->second.begin(), q->second.end());
+    if ((q != m_queued.end()) &&
+        (util::try_alloc([&] { doomed.assign(q->second.begin(), q->second.end()); }) !=
+         UCS_OK)) {
+        doomed.clear();
     }
-    doomed.push_back(qpn); // last: failing it sends the next queued one
+    // Last: failing it sends the next queued one.
+    if (util::try_alloc([&] { doomed.push_back(qpn); }) != UCS_OK) {
+        fail(qpn, UCS_ERR_ENDPOINT_TIMEOUT, "no answer from the peer's interface");
+        return;
+    }
     for (uint32_t d : doomed) {
         // Callbacks may have destroyed any of them meanwhile.
         auto it = m_channels.find(d);
@@ -662,7 +736,12 @@ unsigned conn_manager::check_timers()
     }
     m_next_check = now + std::chrono::milliseconds(20);
     // Due ones first: the callbacks may start, release or destroy others.
+    // (Out of memory: this scan is skipped, the next one tries again.)
     std::vector<uint32_t> due;
+    if (util::try_alloc([&] { due.reserve(m_connecting.size() + m_closing.size()); }) !=
+        UCS_OK) {
+        return 0;
+    }
     for (const auto &c : m_connecting) {
         channel &ch = m_channels.at(c.second);
         if (ch.queued) {

@@ -4,6 +4,7 @@
 #define ZV_IFACE_CONN_H
 
 #include "iface/zv_iface.h"
+#include "util/nothrow.h"
 #include "verbs/owned.h"
 #include "verbs/qp.h"
 
@@ -161,10 +162,12 @@ public:
     /// caller then start()s with it like with a new QP.
     ibv_qp *claim(const device_addr &peer, uint32_t peer_ud_qpn);
     /// A new QP (in RESET) of an endpoint towards the peer interface: the
-    /// manager owns it from here on, the caller uses what this returns.
+    /// manager owns it from here on, the caller uses what this returns;
+    /// null when out of memory (the QP is then destroyed).
     ibv_qp *take(verbs::qp qp, const device_addr &peer, uint32_t peer_ud_qpn);
     /// Start connecting conn_id over 'qp' (from take() or claim()): send
-    /// REQ to the peer's UD QP.
+    /// REQ to the peer's UD QP. UCS_ERR_NO_MEMORY leaves the manager as
+    /// it was (the caller release()s the QP as on any error).
     [[nodiscard]] ucs_status_t start(uint64_t conn_id, ibv_qp *qp);
     /// The caller is done with qp (from take() or claim(), started or
     /// not). Nothing of the caller's may be left posted on it. It is
@@ -208,9 +211,9 @@ public:
 private:
     using clock = std::chrono::steady_clock;
     // A peer interface: (gid, UD qpn).
-    using peer_key = std::pair<std::vector<uint8_t>, uint32_t>;
+    using peer_key = std::pair<gid_key_t, uint32_t>;
     // A peer's QP: (gid, UD qpn, its QP number) -> ours connected to it.
-    using remote_key = std::tuple<std::vector<uint8_t>, uint32_t, uint32_t>;
+    using remote_key = std::tuple<gid_key_t, uint32_t, uint32_t>;
 
     /// One connected QP of ours (keyed by its number).
     struct channel {
@@ -270,9 +273,13 @@ private:
     /// ch's REQ (on QP qpn) timed out: fail it and every REQ queued
     /// behind it for the same peer.
     void fail_peer(const channel &ch, uint32_t qpn);
-    void begin_close(channel &ch);
+    /// False when out of memory: the channel is then left as it was.
+    [[nodiscard]] bool begin_close(channel &ch);
     /// ch has no local user now: probe it from time to time.
-    void make_idle(channel &ch);
+    /// False when out of memory: the channel is then left as it was.
+    [[nodiscard]] bool make_idle(channel &ch);
+    /// REQs in flight to the peer interface.
+    unsigned in_flight(const peer_key &pk) const;
     /// ch's DISC needs no answer any more (answered, or ch is used again).
     void end_asking(channel &ch);
     void start_probes(clock::time_point now);
@@ -334,7 +341,7 @@ private:
     uint64_t                           m_spoofed = 0;
     uint64_t                           m_refused = 0;
     bool                               m_warned  = false;
-    std::map<std::vector<uint8_t>, verbs::ah> m_ahs;
+    std::map<port_key_t, verbs::ah> m_ahs;
     /// What busy() answers: set when a connection starts opening or
     /// closing, recomputed at the end of every progress() (which is then
     /// called on every interface progress until it is false again).

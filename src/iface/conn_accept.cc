@@ -77,7 +77,8 @@ void conn_manager::handle_req(const conn_msg &msg)
         }
         // (Ours could not be connected: the peer gets a passive QP instead.)
     }
-    unsigned &n = m_per_peer[pk];
+    auto per_peer    = m_per_peer.find(pk);
+    const unsigned n = (per_peer != m_per_peer.end()) ? per_peer->second : 0;
     if (n >= m_iface->settings.max_peer_conns) {
         ++m_refused;
         if (!m_warned) {
@@ -91,24 +92,42 @@ void conn_manager::handle_req(const conn_msg &msg)
     }
     verbs::qp qp;
     if (m_cb.accept(m_cb.arg, to_remote(msg.dev, msg.rd_atomic), their, &qp) != UCS_OK) {
-        if (n == 0) {
-            m_per_peer.erase(pk);
-        }
         return; // logged by accept; the peer retries
     }
-    ++n;
-    const uint32_t qpn = qp->qp_num;
-    channel &ch        = m_channels[qpn];
-    ch.peer            = msg.dev;
-    ch.peer_ud_qpn     = msg.ud_qpn;
-    ch.qp              = std::move(qp);
-    ch.remote_qpn      = their;
-    ch.passive         = true;
-    m_by_remote[remote_key(pk.first, pk.second, their)] = qpn;
-    if (m_share) {
-        m_unused[pk].insert(qpn);
+    // Its entries before anything else: out of memory undoes them and
+    // drops this REQ (the QP is destroyed with 'qp'); the peer sends it
+    // again, as after a lost packet. (No entry for its remote key: looked
+    // up above.)
+    const uint32_t qpn   = qp->qp_num;
+    const remote_key rk(pk.first, pk.second, their);
+    channel *ch          = nullptr;
+    const ucs_status_t status = util::try_alloc([&] {
+        ch = &m_channels[qpn];
+        m_by_remote.emplace(rk, qpn);
+        if (m_share) {
+            m_unused[pk].insert(qpn);
+        }
+        m_idle.insert(qpn);
+        ++m_per_peer[pk];
+    });
+    if (status != UCS_OK) {
+        m_channels.erase(qpn);
+        m_by_remote.erase(rk);
+        auto u = m_unused.find(pk);
+        if ((u != m_unused.end()) && (u->second.erase(qpn) > 0) && u->second.empty()) {
+            m_unused.erase(u);
+        }
+        m_idle.erase(qpn);
+        ucs_debug("qp 0x%x: no memory to accept a connection from UD qp 0x%x",
+                  m_qp->qp_num, msg.ud_qpn);
+        return;
     }
-    make_idle(ch);
+    ch->peer        = msg.dev;
+    ch->peer_ud_qpn = msg.ud_qpn;
+    ch->qp          = std::move(qp);
+    ch->remote_qpn  = their;
+    ch->passive     = true;
+    ch->next_probe  = clock::now() + m_timeout; // (in m_idle: make_idle())
     (void)send(msg.dev, msg.ud_qpn, make_msg(conn_msg::rep, msg.conn_id, qpn, 0));
 }
 

@@ -33,27 +33,35 @@ void conn_manager::release(ibv_qp *qp)
     if (ch.connecting) {
         stop_connecting(ch);
     }
-    begin_close(ch);
+    if (!begin_close(ch)) {
+        destroy(qp->qp_num); // (no DISC: the peer's probe finds its end gone)
+    }
 }
 
-void conn_manager::begin_close(channel &ch)
+bool conn_manager::begin_close(channel &ch)
 {
+    if (util::try_alloc([&] { m_closing.insert(ch.qp->qp_num); }) != UCS_OK) {
+        return false;
+    }
     auto now    = clock::now();
     ch.closing  = true;
     ch.backoff  = std::chrono::milliseconds(100);
     ch.next_try = now + ch.backoff;
     ch.deadline = now + m_timeout;
-    m_closing.insert(ch.qp->qp_num);
     set_busy(true);
     ucs_debug("qp 0x%x: closing connected qp 0x%x (peer's 0x%x)", m_qp->qp_num,
               ch.qp->qp_num, ch.remote_qpn);
     resend(ch);
+    return true;
 }
 
-void conn_manager::make_idle(channel &ch)
+bool conn_manager::make_idle(channel &ch)
 {
+    if (util::try_alloc([&] { m_idle.insert(ch.qp->qp_num); }) != UCS_OK) {
+        return false;
+    }
     ch.next_probe = clock::now() + m_timeout;
-    m_idle.insert(ch.qp->qp_num);
+    return true;
 }
 
 void conn_manager::end_asking(channel &ch)
@@ -82,9 +90,12 @@ void conn_manager::start_probes(clock::time_point now)
             continue;
         }
         if (m_cb.probe == nullptr) {
-            ch.asking = true; // does the peer still use its end? (see conn.h)
-            ++m_probes;
-            begin_close(ch);
+            // Does the peer still use its end? (see conn.h; out of memory:
+            // asked at the next scan)
+            if (begin_close(ch)) {
+                ch.asking = true;
+                ++m_probes;
+            }
         } else if (m_cb.probe(m_cb.arg, ch.qp.get()) == UCS_OK) {
             ch.probing = true;
             ++m_probes;
@@ -136,7 +147,9 @@ void conn_manager::handle_close(const conn_msg &msg)
         if (ch->closing) {
             // Our DISC arrived; the peer still uses its end and will say so.
             end_asking(*ch);
-            make_idle(*ch);
+            if (!make_idle(*ch)) {
+                destroy(q); // (out of memory: the peer's probe finds its end gone)
+            }
         }
         break;
     default: // done: the peer has no end (any more)

@@ -72,11 +72,17 @@ namespace {
 unsigned take_events(void *arg)
 {
     auto *iface = static_cast<zv_iface *>(arg);
-    std::vector<verbs::async_event> events = iface->md->events.take(iface->events_id);
-    for (const verbs::async_event &ev : events) {
-        iface->on_event(iface, ev);
-    }
-    return static_cast<unsigned>(events.size());
+    verbs::async_event batch[verbs::async_dispatcher::batch_len];
+    unsigned count = 0;
+    size_t n;
+    do {
+        n = iface->md->events.take(iface->events_id, batch);
+        for (size_t i = 0; i < n; ++i) {
+            iface->on_event(iface, batch[i]);
+        }
+        count += static_cast<unsigned>(n);
+    } while (n == verbs::async_dispatcher::batch_len);
+    return count;
 }
 
 /// Called in the async thread by the md's dispatcher (under its lock):
@@ -94,10 +100,15 @@ int schedule_events(void *arg)
 
 } // namespace
 
-void watch_events(zv_iface *iface, event_handler handler)
+ucs_status_t watch_events(zv_iface *iface, event_handler handler)
 {
     iface->on_event  = handler;
     iface->events_id = iface->md->events.add(schedule_events, iface);
+    if (iface->events_id < 0) {
+        ucs_error("%s: no memory to watch the device's events", iface->md->dev.name().c_str());
+        return UCS_ERR_NO_MEMORY;
+    }
+    return UCS_OK;
 }
 
 void cleanup(zv_iface *iface)

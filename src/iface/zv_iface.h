@@ -10,6 +10,7 @@
 
 #include "ucx/compat.h"
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -57,10 +58,27 @@ inline uint32_t unpack_qpn(const uint8_t in[3])
     return in[0] | (in[1] << 8) | (static_cast<uint32_t>(in[2]) << 16);
 }
 
-/// A peer port's GID as a map key.
-inline std::vector<uint8_t> gid_key(const device_addr &a)
+/// A peer port's GID as a map key: a value, so that finding a peer
+/// allocates nothing (design.md, "Out of memory").
+using gid_key_t = std::array<uint8_t, sizeof(device_addr::gid)>;
+
+inline gid_key_t gid_key(const device_addr &a)
 {
-    return std::vector<uint8_t>(a.gid, a.gid + sizeof(a.gid));
+    gid_key_t key;
+    std::memcpy(key.data(), a.gid, key.size());
+    return key;
+}
+
+/// A peer port (GID, then LID low byte first): the key of its address handle.
+using port_key_t = std::array<uint8_t, sizeof(device_addr::gid) + 2>;
+
+inline port_key_t port_key(const device_addr &a)
+{
+    port_key_t key;
+    std::memcpy(key.data(), a.gid, sizeof(a.gid));
+    key[sizeof(a.gid)]     = static_cast<uint8_t>(a.lid);
+    key[sizeof(a.gid) + 1] = static_cast<uint8_t>(a.lid >> 8);
+    return key;
 }
 
 /// A peer's device address as the verbs layer takes it (address handles,
@@ -130,7 +148,7 @@ void cleanup(zv_iface *iface);
 /// Hand the device's asynchronous events (port, QP, SRQ, device) to
 /// 'handler' from now until cleanup(). Each batch runs as a one-shot
 /// callback on the worker's progress.
-void watch_events(zv_iface *iface, event_handler handler);
+[[nodiscard]] ucs_status_t watch_events(zv_iface *iface, event_handler handler);
 
 /// Report an endpoint failure to UCT's error handling (UCP). When nobody
 /// handles it (UCP without error handling, as Open MPI's pml ucx runs),

@@ -77,24 +77,27 @@ void async_close(rc_iface *iface)
 {
     iface::async_timer_end(&iface->timer);
     iface->async_outcomes.clear(); // their endpoints are being destroyed too
+    iface->async_head = 0;
 }
 
 unsigned progress_conn(rc_iface *iface)
 {
     iface::worker_scope scope(&iface->gate);
     unsigned count = 0;
-    if (__builtin_expect(!iface->async_outcomes.empty(), 0)) {
-        // Taken whole: a callback may progress the worker again.
-        std::vector<async_outcome> outcomes;
-        outcomes.swap(iface->async_outcomes);
-        for (const async_outcome &o : outcomes) {
+    if (__builtin_expect(!iface->async_outcomes.empty(), 0)) { // (cleared once handed over)
+        // One at a time: a callback may progress the worker again, and the
+        // nested call takes the next. Cleared, not freed: the room stays.
+        while (iface->async_head < iface->async_outcomes.size()) {
+            const async_outcome o = iface->async_outcomes[iface->async_head++];
             if (o.status == UCS_OK) {
                 connection_established(iface, o.conn_id, o.peer_qpn);
             } else {
-                connection_failed(iface, o.conn_id, o.status, o.why.c_str());
+                connection_failed(iface, o.conn_id, o.status, o.why);
             }
             ++count;
         }
+        iface->async_outcomes.clear();
+        iface->async_head = 0;
     }
     return count + iface->conn.progress();
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // rc_zv endpoint: connection, completions, pending, flush.
 #include "rc/rc_ep_inl.h"
+#include "util/nothrow.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -249,7 +250,7 @@ void dispatch_pending(rc_iface *iface)
 
 int hold(rc_ep *ep, const ibv_send_wr *wr)
 {
-    try {
+    const ucs_status_t status = util::try_alloc([&] {
         held_wr h;
         h.wr      = *wr;
         h.wr.next = nullptr;
@@ -263,10 +264,8 @@ int hold(rc_ep *ep, const ibv_send_wr *wr)
             h.sge.assign(wr->sg_list, wr->sg_list + wr->num_sge);
         }
         ep->held.push_back(std::move(h));
-    } catch (const std::bad_alloc &) {
-        return ENOMEM;
-    }
-    return 0;
+    });
+    return (status == UCS_OK) ? 0 : ENOMEM;
 }
 
 /// The endpoint's QP is connected: its held WRs go to it, in the order
@@ -385,19 +384,42 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
             return status;
         }
         ep->qp = iface->conn.take(std::move(qp), ep->peer, ep->peer_ud_qpn);
+        if (ep->qp == nullptr) {
+            ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
+            delete ep;
+            return UCS_ERR_NO_MEMORY; // (logged by take)
+        }
     }
 
-    if (iface->free_slots.empty()) {
-        ep->slot = static_cast<uint32_t>(iface->slots.size());
-        iface->slots.push_back(ep);
-    } else {
-        ep->slot = iface->free_slots.back();
-        iface->free_slots.pop_back();
-        iface->slots[ep->slot] = ep;
-    }
-    ep->wr_id_base = static_cast<uint64_t>(ep->slot) << 32;
+    // Its slot and its entry in 'connecting', and room for what may not
+    // fail later: the slot's return to free_slots (free_ep), the async
+    // side's record of how its connection went (connection_established).
     ep->conn_id = iface->next_conn_id++;
-    iface->connecting.emplace(ep->conn_id, ep);
+    status      = util::try_alloc([&] {
+        if (iface->free_slots.empty()) {
+            util::reserve_at_least(iface->free_slots, iface->slots.size() + 1);
+            iface->slots.push_back(nullptr);
+            iface->free_slots.push_back(static_cast<uint32_t>(iface->slots.size() - 1));
+        }
+        util::reserve_at_least(iface->async_outcomes,
+                               iface->async_outcomes.size() + iface->connecting.size() + 1);
+        iface->connecting.emplace(ep->conn_id, ep);
+    });
+    if (status != UCS_OK) {
+        ucs_error("rc_zv: no memory for a new endpoint");
+        iface->connecting.erase(ep->conn_id);
+        {
+            iface::worker_scope scope(&iface->gate);
+            iface->conn.release(ep->qp);
+        }
+        ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
+        delete ep;
+        return status;
+    }
+    ep->slot = iface->free_slots.back();
+    iface->free_slots.pop_back();
+    iface->slots[ep->slot] = ep;
+    ep->wr_id_base = static_cast<uint64_t>(ep->slot) << 32;
     status = iface->conn.start(ep->conn_id, ep->qp);
     if (status != UCS_OK) {
         iface->connecting.erase(ep->conn_id);
@@ -456,6 +478,29 @@ void ep_destroy(uct_ep_h uct_ep)
     ep->error     = UCS_ERR_CANCELED;
 }
 
+namespace {
+
+/// For the worker (rc_async.cc). ep_create() made room for one record per
+/// connecting endpoint besides those not yet handed over, and each has at
+/// most one: growing here is only a fallback.
+void defer_outcome(rc_iface *iface, uint64_t conn_id, uint32_t peer_qpn, ucs_status_t status,
+                   const char *why)
+{
+    auto &q = iface->async_outcomes;
+    if (__builtin_expect(q.size() == q.capacity(), 0) &&
+        (util::try_alloc([&] { util::reserve_at_least(q, q.size() + 1); }) != UCS_OK)) {
+        // (Not reached: ep_create() made room for every connecting endpoint.)
+        ucs_error("rc_zv: no memory to record how connection %lu went: its endpoint "
+                  "never hears", static_cast<unsigned long>(conn_id));
+        return;
+    }
+    async_outcome o = {conn_id, peer_qpn, status, {}};
+    std::snprintf(o.why, sizeof(o.why), "%s", why);
+    q.push_back(o);
+}
+
+} // namespace
+
 ucs_status_t connect_ep_qp(void *arg, ibv_qp *qp, const verbs::remote_port &peer,
                            uint32_t peer_qpn)
 {
@@ -507,7 +552,7 @@ void connection_established(void *arg, uint64_t conn_id, uint32_t peer_qpn)
 {
     rc_iface *iface = static_cast<rc_iface *>(arg);
     if (iface->async_active) {
-        iface->async_outcomes.push_back({conn_id, peer_qpn, UCS_OK, {}});
+        defer_outcome(iface, conn_id, peer_qpn, UCS_OK, "");
         // The endpoint and UCP hear it from the worker (progress_conn), and
         // what the endpoint sent while it connected leaves then: rc_zv's
         // send path does not take the async gate, so the async side never
@@ -540,7 +585,7 @@ void connection_failed(void *arg, uint64_t conn_id, ucs_status_t status, const c
 {
     rc_iface *iface = static_cast<rc_iface *>(arg);
     if (iface->async_active) {
-        iface->async_outcomes.push_back({conn_id, 0, status, why});
+        defer_outcome(iface, conn_id, 0, status, why);
         return;
     }
     auto it         = iface->connecting.find(conn_id);

@@ -622,9 +622,7 @@ bool op_grow(rc_iface *iface)
     if (ops == nullptr) {
         return false;
     }
-    try {
-        iface->op_chunks.push_back(ops);
-    } catch (const std::bad_alloc &) {
+    if (util::try_alloc([&] { iface->op_chunks.push_back(ops); }) != UCS_OK) {
         delete[] ops;
         return false;
     }
@@ -672,7 +670,11 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker,
                                         iface->max_inline);
     cost.state_bytes = sizeof(rc_ep);
     iface::set_auto_max_eps(&iface->super, cost, "rc_zv");
-    iface::watch_events(&iface->super, handle_event);
+    status = iface::watch_events(&iface->super, handle_event);
+    if (status != UCS_OK) {
+        iface_close(&iface->super.super.super);
+        return status;
+    }
     async_open(iface);
     ucs_debug("%s:%u: rc_zv iface %p: srq %u buffers of %u bytes, max inline %u, "
               "connection qp 0x%x", zmd->dev.name().c_str(), iface->super.port->port_num,

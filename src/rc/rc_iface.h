@@ -65,7 +65,7 @@ struct async_outcome {
     uint64_t     conn_id;
     uint32_t     peer_qpn; ///< established
     ucs_status_t status;
-    std::string  why;      ///< failed
+    char         why[96];  ///< failed (a copy: recording one allocates nothing)
 };
 
 /// The rc_zv interface. 'super' first: UCT casts uct_iface_h to it.
@@ -101,6 +101,7 @@ struct rc_iface {
 
     // Endpoints by slot (the high half of every send wr_id).
     std::vector<rc_ep *>    slots;
+    /// Room for every slot (ep_create): freeing one allocates nothing.
     std::vector<uint32_t>   free_slots;
     std::unordered_map<uint64_t, rc_ep *> connecting; ///< conn_id -> ep
     rc_ep                  *pending_eps = nullptr;  ///< eps with queued requests
@@ -129,7 +130,10 @@ struct rc_iface {
     int                     notify_fd  = -1;
     bool                    async_active = false; ///< the async side runs it now
     iface::worker_watch     async_watch;          ///< the worker's progress count
-    std::vector<async_outcome> async_outcomes;    ///< for the worker, in order
+    /// For the worker, in order; room for one per connecting endpoint is
+    /// made when the endpoint is created, so the async side allocates nothing.
+    std::vector<async_outcome> async_outcomes;
+    size_t                  async_head = 0;       ///< next to hand over
 
     // Completions polled by event_arm(), handled by the next progress.
     static constexpr int    stash_capacity = 16;

@@ -5,6 +5,8 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <cstdio>
+
 namespace zv::rd {
 
 namespace {
@@ -62,14 +64,21 @@ void async_tick(int, ucs_event_set_types_t, void *arg)
     iface::async_leave(&as.gate);
 }
 
-deferred_op &push(rd_iface *iface, deferred_op::kind what)
+/// A new record, or null when out of memory. Room was made at open and
+/// for each endpoint (async_state::deferred); growing is a cold fallback.
+deferred_op *push(rd_iface *iface, deferred_op::kind what)
 {
     async_state &as = iface->as;
+    if (__builtin_expect(as.deferred.size() == as.deferred.capacity(), 0) &&
+        (util::try_alloc([&] { util::reserve_at_least(as.deferred, as.deferred.size() + 1); }) !=
+         UCS_OK)) {
+        return nullptr;
+    }
     as.deferred.emplace_back();
     as.waiting = true;
     deferred_op &op = as.deferred.back();
     op.what         = what;
-    return op;
+    return &op;
 }
 
 } // namespace
@@ -110,10 +119,14 @@ bool async_defer_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned l
         ++as.refused;
         return false;
     }
-    deferred_op &op = push(iface, deferred_op::kind::am);
-    op.am_id        = am_id;
-    op.buf          = b;
-    op.length       = length;
+    deferred_op *op = push(iface, deferred_op::kind::am);
+    if (op == nullptr) {
+        ++as.refused; // (out of memory: its sender retransmits it)
+        return false;
+    }
+    op->am_id  = am_id;
+    op->buf    = b;
+    op->length = length;
     ++as.deferred_ams;
     ++as.ams;
     return true;
@@ -122,18 +135,26 @@ bool async_defer_am(rd_iface *iface, uint8_t am_id, iface::buffer *b, unsigned l
 void async_defer_completion(rd_iface *iface, uct_completion_t *comp, ucs_status_t status,
                             uint32_t ep_id)
 {
-    deferred_op &op = push(iface, deferred_op::kind::completion);
-    op.comp         = comp;
-    op.status       = status;
-    op.ep_id        = ep_id;
+    deferred_op *op = push(iface, deferred_op::kind::completion);
+    if (op == nullptr) {
+        ucs_error("%s iface %p: out of memory: a send's completion is lost", iface->tl->name,
+                  iface);
+        return;
+    }
+    op->comp   = comp;
+    op->status = status;
+    op->ep_id  = ep_id;
 }
 
 void async_defer_ep_fail(rd_iface *iface, uint32_t ep_id, ucs_status_t status, const char *why)
 {
-    deferred_op &op = push(iface, deferred_op::kind::ep_fail);
-    op.ep_id        = ep_id;
-    op.status       = status;
-    op.why          = why;
+    deferred_op *op = push(iface, deferred_op::kind::ep_fail);
+    if (op == nullptr) {
+        return; // (out of memory: the worker's own timers fail it)
+    }
+    op->ep_id  = ep_id;
+    op->status = status;
+    std::snprintf(op->why, sizeof(op->why), "%s", why);
 }
 
 void async_forget_ep(rd_iface *iface, uint32_t ep_id)
@@ -174,7 +195,7 @@ unsigned async_hand_over(rd_iface *iface)
         case deferred_op::kind::ep_fail: {
             rd_ep *ep = iface->eps.find(op.ep_id);
             if (ep != nullptr) {
-                ep_fail(ep, op.status, op.why.c_str());
+                ep_fail(ep, op.status, op.why);
             }
             break;
         }

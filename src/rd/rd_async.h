@@ -10,7 +10,6 @@
 #include <uct/api/uct.h>
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 namespace zv::rd {
@@ -40,8 +39,11 @@ struct deferred_op {
     uct_completion_t *comp   = nullptr; ///< completion
     ucs_status_t      status = UCS_OK;  ///< completion, ep_fail
     uint32_t          ep_id  = 0;   ///< completion (whose), ep_fail
-    std::string       why;          ///< ep_fail
+    char              why[96] = {}; ///< ep_fail (a copy: recording allocates nothing)
 };
+
+/// Records of 'deferred' reserved beyond one per endpoint.
+constexpr size_t async_room_base = 256;
 
 /// What the async side of an interface keeps.
 struct async_state {
@@ -59,6 +61,10 @@ struct async_state {
     unsigned                 max_deferred_ams = 0;
     bool                     waiting = false; ///< 'deferred' has some to hand over
     size_t                   head = 0; ///< next of 'deferred' to hand over
+    /// Room for async_room_base records and one per endpoint is made when
+    /// the interface opens and each endpoint is created; beyond it, the
+    /// async side grows it out of line, and out of memory it refuses an
+    /// active message (its sender retransmits it).
     std::vector<deferred_op> deferred;
     /// Statistics (debug log at close).
     uint64_t                 runs = 0, ams = 0, refused = 0;

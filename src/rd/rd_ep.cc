@@ -211,8 +211,9 @@ ucs_status_t ep_flush(uct_ep_h uct_ep, unsigned flags, uct_completion_t *comp)
     // it sent meanwhile was acknowledged. Not NO_RESOURCE: pending_add
     // would answer BUSY, since it may send, and UCP's flush would retry
     // at once, for ever.)
-    if (comp != nullptr) {
-        ep->flush_waiters.push_back(comp);
+    if ((comp != nullptr) &&
+        (util::try_alloc([&] { ep->flush_waiters.push_back(comp); }) != UCS_OK)) {
+        return UCS_ERR_NO_MEMORY;
     }
     request_ack(ep);
     return UCS_INPROGRESS;
@@ -509,6 +510,19 @@ ucs_status_t ep_new(const uct_ep_params_t *params, rd_ep **ep_p)
         ucs_error("%s: %s is lost (device fatal event): no new endpoints", tl,
                   iface->super.md->dev.name().c_str());
         return UCS_ERR_IO_ERROR;
+    }
+    // Room for what may not fail later: its id (ep_register), its place in
+    // the graveyard (ep_release), the async side's record of its failure.
+    async_state &as = iface->as;
+    if ((iface->eps.reserve() != UCS_OK) ||
+        (util::try_alloc([&] {
+             util::reserve_at_least(iface->graveyard,
+                                    iface->graveyard.size() + iface->eps.count() + 1);
+             util::reserve_at_least(as.deferred, as.deferred.size() + async_room_base +
+                                                         iface->eps.count() + 1);
+         }) != UCS_OK)) {
+        ucs_error("%s: no memory for a new endpoint", tl);
+        return UCS_ERR_NO_MEMORY;
     }
     auto *ep = new (std::nothrow) rd_ep{};
     if (ep == nullptr) {

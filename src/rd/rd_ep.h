@@ -43,6 +43,8 @@ struct rd_ep {
     /// Destroyed while a send queue still held some of those past the
     /// wait: their completions are not called (see ep_release).
     bool                comps_abandoned = false;
+    bool                timed_out   = false; ///< check_timers() fails it
+
     tx_desc            *resend_next = nullptr; ///< go-back-N cursor
     rd_ep              *busy_next   = nullptr;
     rd_ep              *pending_next = nullptr;
@@ -58,7 +60,7 @@ inline rd_ep *to_ep(uct_ep_h ep) { return reinterpret_cast<rd_ep *>(ep); }
 /// Allocate an endpoint for params (address parsed, sender ready); the
 /// caller registers it (ep_register) once nothing else can fail.
 [[nodiscard]] ucs_status_t ep_new(const uct_ep_params_t *params, rd_ep **ep_p);
-/// Give the endpoint its id (table slot + generation).
+/// Give the endpoint its id (table slot + generation; ep_new() made room).
 void ep_register(rd_ep *ep);
 /// Undo ep_new() for an endpoint that was never registered (create failed).
 void ep_discard(rd_ep *ep);

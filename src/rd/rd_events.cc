@@ -5,23 +5,17 @@
 
 #include <ucs/time/time.h>
 
-#include <vector>
 
 namespace zv::rd {
 
-/// By id: an error callback may destroy endpoints (their memory stays
-/// until progress returns).
+/// By index, with the table read again each time: an error callback may
+/// destroy endpoints (a destroyed one leaves the table; its memory stays
+/// until progress returns) or create them. Allocates nothing.
 void fail_all(rd_iface *iface, const char *why)
 {
-    std::vector<uint32_t> ids;
-    for (rd_ep *ep : iface->eps.slots()) {
+    for (size_t i = 0; i < iface->eps.slots().size(); ++i) {
+        rd_ep *ep = iface->eps.slots()[i];
         if ((ep != nullptr) && (ep->st != rd_ep::state::failed)) {
-            ids.push_back(ep->id);
-        }
-    }
-    for (uint32_t id : ids) {
-        rd_ep *ep = iface->eps.find(id);
-        if (ep != nullptr) {
             ep_fail(ep, UCS_ERR_IO_ERROR, why);
         }
     }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -137,16 +138,16 @@ ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
     const int node           = iface->super.md->locality.numa_node;
     iface->rx_headroom = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
                          params->rx_headroom : 0;
-    std::string rx_name(tl), tx_name(tl), small_name(tl);
-    rx_name += " receive";
-    tx_name += " send";
-    small_name += " small send";
+    char rx_name[64], tx_name[64], small_name[64];
+    std::snprintf(rx_name, sizeof(rx_name), "%s receive", tl);
+    std::snprintf(tx_name, sizeof(tx_name), "%s send", tl);
+    std::snprintf(small_name, sizeof(small_name), "%s small send", tl);
     // Receive buffers: the posted ring, what UCP keeps (2 x RX_QUEUE_LEN
     // at most, rx_max_held), what waits for a computing worker (RX_QUEUE_LEN
     // at most, the async side's): never more than 4 x RX_QUEUE_LEN.
     const unsigned rx_len = s.common.rx_queue_len;
     iface->rx_max_held    = 2 * rx_len;
-    ucs_status_t status   = iface->rx_pool.init(&dev, rx_name.c_str(),
+    ucs_status_t status   = iface->rx_pool.init(&dev, rx_name,
                                                 iface->rx_offset + sizeof(rd_hdr) +
                                                         iface->max_payload,
                                                 iface->rx_headroom, 256, 4 * rx_len,
@@ -154,12 +155,12 @@ ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
                                                 iface::rx_alignment(params, iface->rx_offset +
                                                                             sizeof(rd_hdr)));
     if (status == UCS_OK) {
-        status = iface->tx_pool.init(&dev, tx_name.c_str(),
+        status = iface->tx_pool.init(&dev, tx_name,
                                      sizeof(tx_desc) + sizeof(rd_hdr) + tx_payload, 0, 128,
                                      s.common.tx_max_bufs, IBV_ACCESS_LOCAL_WRITE, node);
     }
     if (status == UCS_OK) {
-        status = iface->tx_small_pool.init(&dev, small_name.c_str(),
+        status = iface->tx_small_pool.init(&dev, small_name,
                                            sizeof(tx_desc) + sizeof(rd_hdr) + small_payload,
                                            0, 256, 0, IBV_ACCESS_LOCAL_WRITE, node);
     }
@@ -185,9 +186,9 @@ ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
     uint64_t tick     = std::min(s.rel.rto_init, s.rel.ack_delay) / 2;
     iface->timer_tick = (tick > 0) ? tick : 1;
     iface->rx_ring.init(&iface->rx_pool, srq, qp, s.common.rx_queue_len, s.rx_batch);
-    std::string var(iface->tl->prefix);
-    var += "RX_QUEUE_LEN";
-    status = iface->rx_ring.fill(dev.name().c_str(), tl, var.c_str());
+    char var[64];
+    std::snprintf(var, sizeof(var), "%sRX_QUEUE_LEN", iface->tl->prefix);
+    status = iface->rx_ring.fill(dev.name().c_str(), tl, var);
     if (status != UCS_OK) {
         return status;
     }
@@ -196,8 +197,13 @@ ucs_status_t open_finish(rd_iface *iface, const uct_iface_params_t *params,
               "max inline %u, window %u", dev.name().c_str(), iface->super.port->port_num,
               tl, iface, iface->addr_qpn, iface->rx_ring.posted(), iface->max_payload,
               iface->max_inline, s.rel.window);
-    iface::watch_events(&iface->super, handle_event);
-    return UCS_OK;
+    // (Room for what the async side defers: see async_state::deferred.)
+    status = util::try_alloc([&] { iface->as.deferred.reserve(async_room_base); });
+    if (status != UCS_OK) {
+        ucs_error("%s: no memory for the interface's async side", tl);
+        return status;
+    }
+    return iface::watch_events(&iface->super, handle_event);
 }
 
 void close_begin(rd_iface *iface)
@@ -325,8 +331,8 @@ unsigned check_timers(rd_iface *iface, ucs_time_t now)
         }
         return 0;
     }
-    unsigned count = 0;
-    std::vector<uint32_t> failed;
+    unsigned count  = 0;
+    bool any_failed = false;
     for (rd_ep **p = &iface->busy_eps; *p != nullptr;) {
         rd_ep *ep = *p;
         if (ep->resend_next != nullptr) {
@@ -350,16 +356,20 @@ unsigned check_timers(rd_iface *iface, ucs_time_t now)
             // (the worker's own timers fail it: the async side never
             // declares a peer dead for a worker that is away)
             if (!iface->as.active) {
-                failed.push_back(ep->id);
+                ep->timed_out = true;
+                any_failed    = true;
             }
             break;
         }
         p = &ep->busy_next;
     }
-    // Error callbacks may destroy endpoints: look each one up again.
-    for (uint32_t id : failed) {
-        rd_ep *ep = iface->eps.find(id);
-        if (ep != nullptr) {
+    // Marked, then failed by index with the table read again each time:
+    // error callbacks may destroy endpoints (a destroyed one leaves the
+    // table) or create them, and nothing here allocates.
+    for (size_t i = 0; any_failed && (i < iface->eps.slots().size()); ++i) {
+        rd_ep *ep = iface->eps.slots()[i];
+        if ((ep != nullptr) && ep->timed_out) {
+            ep->timed_out = false;
             ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT,
                     (ep->st == rd_ep::state::connecting) ?
                             "the peer's interface answered no connection request within "

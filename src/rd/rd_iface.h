@@ -14,8 +14,10 @@
 #include "rd/rd_wire.h"
 #include "rd/rel.h"
 #include "verbs/owned.h"
+#include "util/nothrow.h"
 #include "verbs/qp.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <ucs/time/time.h>
@@ -77,18 +79,42 @@ constexpr size_t   max_rx_offset = 40;
 
 /// Objects by 32-bit id: a slot index (low id_bits) and a generation (high
 /// bits), so an id of a freed object no longer finds anything after its
-/// slot is reused. Id 0 is never given out ("none").
+/// slot is reused. Id 0 is never given out ("none"): its slot is made by
+/// the first reserve(), so that building a table allocates nothing.
 template <class T> class id_table {
 public:
-    id_table() : m_slots(1, nullptr), m_gen(1, 0) {}
-
     bool full() const { return m_free.empty() && (m_slots.size() > id_index_mask); }
     /// Objects stored.
-    size_t count() const { return m_slots.size() - 1 - m_free.size(); }
+    size_t count() const { return m_slots.empty() ? 0 : m_slots.size() - 1 - m_free.size(); }
 
-    /// Store p; returns its id. The caller checked full().
+    /// Room for one add() that allocates nothing (and for remove() never
+    /// to allocate): UCS_OK, or UCS_ERR_NO_MEMORY. Slow path.
+    [[nodiscard]] ucs_status_t reserve()
+    {
+        const size_t n = std::max<size_t>(m_slots.size(), 1) + 1;
+        if (!m_free.empty() || ((m_slots.capacity() >= n) && (m_gen.capacity() >= n) &&
+                                (m_free.capacity() >= n))) {
+            return UCS_OK;
+        }
+        const ucs_status_t status = util::try_alloc([&] {
+            util::reserve_at_least(m_slots, n);
+            util::reserve_at_least(m_gen, n);
+            util::reserve_at_least(m_free, n); // (each slot is on it at most once)
+        });
+        if ((status == UCS_OK) && m_slots.empty()) {
+            m_slots.push_back(nullptr); // id 0 (within the room just made)
+            m_gen.push_back(0);
+        }
+        return status;
+    }
+
+    /// Store p; returns its id, or 0 when out of memory (never after
+    /// reserve()). The caller checked full().
     uint32_t add(T *p)
     {
+        if (reserve() != UCS_OK) {
+            return 0;
+        }
         uint32_t idx;
         if (m_free.empty()) {
             idx = static_cast<uint32_t>(m_slots.size());
@@ -328,7 +354,9 @@ struct rd_iface {
     rd_ep                   *busy_eps    = nullptr; ///< eps with unacked packets
     rd_ep                   *pending_eps = nullptr; ///< eps with queued requests
     rx_conn                 *owe_conns   = nullptr; ///< conns owing an ack
-    std::vector<rd_ep *>     graveyard;  ///< destroyed eps with sends still posted
+    /// Destroyed eps with sends still posted; room for every endpoint is
+    /// made when one is created (ep_new), so ep_release() allocates nothing.
+    std::vector<rd_ep *>     graveyard;
     /// Depth of progress calls (a handler may progress its own worker, and
     /// an endpoint's destroy or a device event runs as one): while above
     /// 0, frees are deferred, until the outermost call ends.

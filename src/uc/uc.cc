@@ -198,6 +198,10 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
             return status;
         }
         ep->qp = iface->conn.take(std::move(qp), ep->peer, ep->peer_qpn);
+        if (ep->qp == nullptr) {
+            ep_discard(ep);
+            return UCS_ERR_NO_MEMORY; // (logged by take)
+        }
     }
     ep_register(ep);
     rx_conn *conn = iface->by_qp.find(ep->qp->qp_num).conn;
@@ -406,15 +410,13 @@ void qp_broke(uc_iface *iface, uint32_t qpn, const char *why)
     if ((qp == nullptr) || !verbs::qp_in_error(qp)) {
         return; // gone, or flushed before its QP was reset
     }
-    bool ok = false;
-    try {
-        iface->broken.push_back({});
+    bool ok = util::try_alloc([&] { iface->broken.push_back({}); }) == UCS_OK;
+    if (ok) {
         iface->broken.back().qpn = qpn;
         ok = post_marker(iface, qp, &iface->broken.back());
         if (!ok) {
             iface->broken.pop_back();
         }
-    } catch (const std::bad_alloc &) {
     }
     if (!ok) {
         fail_qp(iface, qpn, why);

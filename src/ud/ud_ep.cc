@@ -3,6 +3,7 @@
 #include "ud/ud_iface.h"
 
 #include "rd/rd_send.h"
+#include "util/nothrow.h"
 
 #include <cstring>
 #include <utility>
@@ -12,10 +13,8 @@ namespace zv::ud {
 
 ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah_p)
 {
-    std::vector<uint8_t> key = iface::gid_key(peer);
-    key.push_back(static_cast<uint8_t>(peer.lid));
-    key.push_back(static_cast<uint8_t>(peer.lid >> 8));
-    auto it = iface->ahs.find(key);
+    const iface::port_key_t key = iface::port_key(peer);
+    auto it                     = iface->ahs.find(key);
     if (it != iface->ahs.end()) {
         *ah_p = it->second.get();
         return UCS_OK;
@@ -27,8 +26,12 @@ ucs_status_t ah_for(ud_iface *iface, const iface::device_addr &peer, ibv_ah **ah
     if (status != UCS_OK) {
         return status;
     }
-    *ah_p = ah.get();
-    iface->ahs.emplace(std::move(key), std::move(ah));
+    ibv_ah *const made = ah.get();
+    status = util::try_alloc([&] { iface->ahs.emplace(key, std::move(ah)); });
+    if (status != UCS_OK) {
+        return status; // (the handle is destroyed with 'ah')
+    }
+    *ah_p = made;
     return UCS_OK;
 }
 

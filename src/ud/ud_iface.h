@@ -6,7 +6,7 @@
 #include "rd/rd_ep.h"
 #include "ud/ud_wire.h"
 
-#include <deque>
+#include <list>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -59,11 +59,11 @@ struct ud_iface {
     bool                     qp_broken = false;
     ucs_time_t               flush_kicked = 0; ///< verbs::flush_receives()
     /// (peer gid, peer QP, peer endpoint id) -> receive connection id.
-    std::map<std::tuple<std::vector<uint8_t>, uint32_t, uint32_t>, uint32_t> conn_by_key;
-    std::map<std::vector<uint8_t>, verbs::ah> ahs; ///< by peer (gid, lid)
+    std::map<std::tuple<iface::gid_key_t, uint32_t, uint32_t>, uint32_t> conn_by_key;
+    std::map<iface::port_key_t, verbs::ah> ahs; ///< by peer (gid, lid)
     /// (peer gid, peer QP) -> its receive connections here, at most
     /// settings.common.max_peer_conns (UCX_UD_ZV_MAX_PEER_CONNS).
-    std::map<std::pair<std::vector<uint8_t>, uint32_t>, unsigned> conns_per_peer;
+    std::map<std::pair<iface::gid_key_t, uint32_t>, unsigned> conns_per_peer;
     bool                     warned_peer_limit = false;
     ucs_time_t               next_scan = 0; ///< of receive connections
     uint64_t                 probed    = 0; ///< PROBEs sent
@@ -71,7 +71,9 @@ struct ud_iface {
     /// Reclaimed receive connections by id, the oldest dropped beyond
     /// max_graves (ud_reclaim.cc).
     std::unordered_map<uint32_t, grave> graves;
-    std::deque<uint32_t>     grave_order;
+    /// (A list: unlike a deque, an empty one allocates nothing, and the
+    /// interface is built before anything can fail cleanly.)
+    std::list<uint32_t>      grave_order;
 };
 
 inline ud_iface *to_ud(rd_iface *iface) { return reinterpret_cast<ud_iface *>(iface); }

@@ -49,21 +49,31 @@ void send_probe(ud_iface *iface, const rx_conn *c)
     // (A full send queue or a lost packet: the next scan probes again.)
 }
 
-/// Keep what the stream of c needs, then free c.
-void bury(ud_iface *iface, rx_conn *c)
+/// Keep what the stream of c needs, then free c. Out of memory, c stays
+/// (false): a later scan reclaims it.
+bool bury(ud_iface *iface, rx_conn *c)
 {
     grave g;
     g.peer     = c->peer;
     g.peer_qpn = c->peer_qpn;
     g.peer_ep  = c->peer_ep;
     g.last_psn = c->rx.ack_psn();
-    iface->graves[c->id] = g;
-    iface->grave_order.push_back(c->id);
+    bool added = false;
+    if (util::try_alloc([&] {
+            added = iface->graves.insert_or_assign(c->id, g).second;
+            iface->grave_order.push_back(c->id);
+        }) != UCS_OK) {
+        if (added) {
+            iface->graves.erase(c->id);
+        }
+        return false;
+    }
     while (iface->grave_order.size() > max_graves) {
         iface->graves.erase(iface->grave_order.front());
         iface->grave_order.pop_front();
     }
     conn_free(&iface->super, c);
+    return true;
 }
 
 void send_rebind(ud_iface *iface, const rx_conn *c)
@@ -94,16 +104,16 @@ void scan_conns(ud_iface *iface)
             continue;
         }
         if (++c->quiet >= 2 * scans_per_timeout) {
-            gone.push_back(c);
+            // (Out of memory: reclaimed by a later scan.)
+            (void)util::try_alloc([&] { gone.push_back(c); });
         } else if (c->quiet >= scans_per_timeout) {
             send_probe(iface, c);
         }
     }
     for (rx_conn *c : gone) {
-        ++iface->super.reclaimed;
         ucs_debug("ud_zv: receive connection 0x%x: endpoint 0x%x of qp 0x%x answered no "
                   "probe within the peer timeout: freed", c->id, c->peer_ep, c->peer_qpn);
-        bury(iface, c);
+        iface->super.reclaimed += bury(iface, c);
     }
 }
 

@@ -34,19 +34,42 @@ rx_conn *conn_new(ud_iface *iface, const iface::device_addr &dev, uint32_t src_q
         ++rd->bad_rx;
         return nullptr;
     }
+    // Its entries first (the id is filled in below): out of memory leaves
+    // nothing behind and drops the packet, which the peer sends again.
+    const auto key = std::make_tuple(iface::gid_key(dev), src_qp, peer_ep);
+    bool keyed     = false;
+    if (util::try_alloc([&] {
+            keyed = iface->conn_by_key.try_emplace(key, 0).second;
+            iface->conns_per_peer.try_emplace(peer, 0);
+        }) != UCS_OK) {
+        if (keyed) {
+            iface->conn_by_key.erase(key);
+        }
+        ++rd->bad_rx;
+        return nullptr;
+    }
     rx_conn *c = conn_alloc(rd, first_psn);
     if (c == nullptr) {
+        if (keyed) {
+            iface->conn_by_key.erase(key);
+        }
+        pit = iface->conns_per_peer.find(peer);
+        if (pit->second == 0) {
+            iface->conns_per_peer.erase(pit);
+        }
         ++rd->bad_rx;
         return nullptr;
     }
     iface->graves.erase(c->id); // (an id given out again: its old grave is stale)
-    ++iface->conns_per_peer[peer];
+    ++iface->conns_per_peer.find(peer)->second;
     c->peer_ep  = peer_ep;
     c->peer_qpn = src_qp;
     c->peer     = dev;
     c->qp       = iface->qp.get();
     c->ah       = ah;
-    iface->conn_by_key.emplace(std::make_tuple(iface::gid_key(dev), src_qp, peer_ep), c->id);
+    if (keyed) {
+        iface->conn_by_key.find(key)->second = c->id; // (an older entry stays, as before)
+    }
     find_partner(rd, c);
     ucs_debug("ud_zv: receive connection 0x%x for endpoint 0x%x of qp 0x%x", c->id, peer_ep,
               src_qp);

@@ -14,6 +14,7 @@
 
 #include <ucs/type/status.h>
 
+#include <algorithm>
 #include <new>
 #include <stdexcept>
 
@@ -33,6 +34,16 @@ template <typename F>
         return UCS_ERR_NO_MEMORY;
     } catch (const std::length_error &) {
         return UCS_ERR_NO_MEMORY;
+    }
+}
+
+/// Room for n elements in v, growing by doubling (not one element at a
+/// time). Allocates: call it inside try_alloc(), on a slow path, so that
+/// a later push_back() where nothing may fail does not.
+template <typename V> void reserve_at_least(V &v, size_t n)
+{
+    if (n > v.capacity()) {
+        v.reserve(std::max(n, 2 * v.capacity()));
     }
 }
 

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "verbs/async.h"
 
+#include "util/nothrow.h"
+
+#include <ucs/debug/log_def.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -124,8 +128,17 @@ async_dispatcher::listener *async_dispatcher::find(int id)
 int async_dispatcher::add(notify_fn notify, void *arg)
 {
     std::lock_guard<std::mutex> g(m_lock);
-    int id = m_next_id++;
-    m_listeners.push_back({id, notify, arg, no_token, {}});
+    const int id = m_next_id;
+    if (util::try_alloc([&] {
+            m_listeners.push_back({id, notify, arg, no_token, {}});
+            m_listeners.back().queue.reserve(batch_len);
+        }) != UCS_OK) {
+        if (!m_listeners.empty() && (m_listeners.back().id == id)) {
+            m_listeners.pop_back(); // (its queue could not be reserved)
+        }
+        return -1;
+    }
+    ++m_next_id;
     return id;
 }
 
@@ -149,23 +162,47 @@ void async_dispatcher::deliver(const async_event &ev)
         m_lost = true;
     }
     for (listener &l : m_listeners) {
-        l.queue.push_back(ev);
+        // Room for batch_len was made by add(); a longer queue (events
+        // faster than the worker takes them) grows here, out of the way.
+        if (__builtin_expect(l.queue.size() == l.queue.capacity(), 0) &&
+            (util::try_alloc([&] { util::reserve_at_least(l.queue, l.queue.size() + 1); }) !=
+             UCS_OK)) {
+            if (m_dropped++ == 0) {
+                ucs_error("out of memory: device events dropped (%s first)",
+                          ibv_event_type_str(ev.type));
+            }
+            if (ev.what == async_event::kind::device_fatal) {
+                l.queue.back() = ev; // (what every endpoint needs to hear)
+            }
+        } else {
+            l.queue.push_back(ev);
+        }
         if (l.token == no_token) {
             l.token = l.notify(l.arg);
         }
     }
 }
 
-std::vector<async_event> async_dispatcher::take(int id)
+size_t async_dispatcher::take(int id, async_event *out)
 {
-    std::vector<async_event> out;
     std::lock_guard<std::mutex> g(m_lock);
     listener *l = find(id);
-    if (l != nullptr) {
-        out.swap(l->queue);
+    if (l == nullptr) {
+        return 0;
+    }
+    const size_t n = std::min(l->queue.size(), batch_len);
+    std::copy(l->queue.begin(), l->queue.begin() + static_cast<ptrdiff_t>(n), out);
+    l->queue.erase(l->queue.begin(), l->queue.begin() + static_cast<ptrdiff_t>(n));
+    if (l->queue.empty()) {
         l->token = no_token;
     }
-    return out;
+    return n;
+}
+
+uint64_t async_dispatcher::dropped() const
+{
+    std::lock_guard<std::mutex> g(m_lock);
+    return m_dropped;
 }
 
 bool async_dispatcher::device_lost() const

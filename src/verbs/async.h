@@ -55,16 +55,27 @@ class async_dispatcher {
 public:
     using notify_fn = int (*)(void *arg);
     static constexpr int no_token = -1;
+    /// Events a listener's queue holds without growing, and most take()
+    /// hands over at once.
+    static constexpr size_t batch_len = 64;
 
-    /// Register a listener; returns its id (never negative).
-    int add(notify_fn notify, void *arg);
+    /// Register a listener; returns its id, or -1 when out of memory
+    /// (its queue is allocated here, so deliver() does not allocate).
+    [[nodiscard]] int add(notify_fn notify, void *arg);
     /// Unregister. Returns the token of a notification not yet taken
     /// (no_token when none): the caller cancels what it scheduled.
     int remove(int id);
-    /// Queue 'ev' for every listener (device_fatal also marks the device lost).
+    /// Queue 'ev' for every listener (device_fatal also marks the device
+    /// lost). A queue beyond batch_len grows, and out of memory the event
+    /// is dropped for that listener (counted, logged once; a fatal event
+    /// takes the last place instead).
     void deliver(const async_event &ev);
-    /// The listener's queued events, in order; clears its notification.
-    std::vector<async_event> take(int id);
+    /// Up to batch_len of the listener's queued events, oldest first, into
+    /// 'out'; returns how many. Taking the last clears its notification.
+    /// Allocates nothing.
+    size_t take(int id, async_event *out);
+    /// Events dropped because a queue could not grow.
+    uint64_t dropped() const;
     /// Whether a device_fatal event was delivered.
     bool device_lost() const;
     size_t listeners() const;
@@ -83,6 +94,7 @@ private:
     std::vector<listener> m_listeners;
     int                   m_next_id = 0;
     bool                  m_lost    = false;
+    uint64_t              m_dropped = 0;
 };
 
 } // namespace zv::verbs

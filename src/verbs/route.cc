@@ -2,6 +2,8 @@
 // RoCE reachability from the kernel's routing (see route.h).
 #include "verbs/route.h"
 
+#include "util/nothrow.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <arpa/inet.h>
@@ -13,6 +15,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -157,14 +160,16 @@ bool ipv4_reach::reachable(const uint8_t gid[16])
     bool     route = ipv4_route(m_addr, dst, &type, &oif);
     bool     yes   = decide(m_addr, m_mask, m_ifindex, dst, route, type, oif);
     char     a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN], dev[IF_NAMESIZE] = "?";
+    char     out[IF_NAMESIZE + 16];
     (void)if_indextoname(static_cast<unsigned>(oif), dev);
+    std::snprintf(out, sizeof(out), "routed out of %s", dev);
     ucs_debug("RoCE peer %s from %s: %s (%s)", ip_str(dst, a), ip_str(m_addr, b),
               yes ? "reachable" : "not reachable",
               !route ? "no route known" :
               (type == RTN_LOCAL) ? "an address of another local interface" :
-              (oif == m_ifindex) ? "routed out of this interface" :
-                                   (std::string("routed out of ") + dev).c_str());
-    m_peers.emplace(dst, yes);
+              (oif == m_ifindex) ? "routed out of this interface" : out);
+    // Remembered only to ask the kernel once: out of memory, it asks again.
+    (void)util::try_alloc([&] { m_peers.emplace(dst, yes); });
     return yes;
 }
 

@@ -4,102 +4,21 @@
 // that the Nth allocation a thread makes after arm() fails, and sweeps N.
 #include "capi/zverbs_internal.h"
 #include "fake_env.h"
+#include "log_guard.h"
 #include "monitor/monitor.h"
 #include "util/log.h"
+#include "verbs/async.h"
+
+#include "alloc_hook.h"
 
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
 #include <cerrno>
-#include <cstdlib>
-#include <new>
 #include <string>
-
-namespace {
-
-// Allocations this thread may still make before one fails; < 0: none fails.
-thread_local long t_fail_in = -1;
-thread_local bool t_failed  = false;
-
-void *allocate(size_t size, size_t align)
-{
-    if (t_fail_in >= 0) {
-        if (t_fail_in-- == 0) {
-            t_failed = true;
-            return nullptr;
-        }
-    }
-    if (size == 0) {
-        size = 1;
-    }
-    if (align <= alignof(std::max_align_t)) {
-        return std::malloc(size);
-    }
-    return std::aligned_alloc(align, (size + align - 1) / align * align);
-}
-
-void *allocate_or_throw(size_t size, size_t align)
-{
-    void *p = allocate(size, align);
-    if (p == nullptr) {
-        throw std::bad_alloc();
-    }
-    return p;
-}
-
-} // namespace
-
-void *operator new(size_t size) { return allocate_or_throw(size, 0); }
-void *operator new[](size_t size) { return allocate_or_throw(size, 0); }
-void *operator new(size_t size, std::align_val_t a)
-{
-    return allocate_or_throw(size, static_cast<size_t>(a));
-}
-void *operator new[](size_t size, std::align_val_t a)
-{
-    return allocate_or_throw(size, static_cast<size_t>(a));
-}
-void *operator new(size_t size, const std::nothrow_t &) noexcept { return allocate(size, 0); }
-void *operator new[](size_t size, const std::nothrow_t &) noexcept { return allocate(size, 0); }
-void *operator new(size_t size, std::align_val_t a, const std::nothrow_t &) noexcept
-{
-    return allocate(size, static_cast<size_t>(a));
-}
-void *operator new[](size_t size, std::align_val_t a, const std::nothrow_t &) noexcept
-{
-    return allocate(size, static_cast<size_t>(a));
-}
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete[](void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
-void operator delete[](void *p, size_t) noexcept { std::free(p); }
-void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void *p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept
-{
-    std::free(p);
-}
 
 namespace zv::test {
 namespace {
-
-// The Nth allocation of this thread from now fails (0: the next one).
-class fail_nth {
-public:
-    explicit fail_nth(long n)
-    {
-        t_fail_in = n;
-        t_failed  = false;
-    }
-    ~fail_nth() { t_fail_in = -1; }
-    /// Whether the injected failure happened.
-    static bool hit() { return t_failed; }
-};
 
 // Registrations without a device and without allocating: the sweep counts
 // the library's allocations, not a test double's.
@@ -222,6 +141,67 @@ TEST(nomem_monitor, create_gives_a_status)
         EXPECT_EQ(UCS_ERR_NO_MEMORY, status) << monitor::monitor_kind_name(kind);
         EXPECT_EQ(nullptr, mon);
     }
+}
+
+// The device events' fan-out (verbs/async.h): add(), on an interface's
+// open, says when it cannot allocate the listener's queue; deliver(), in
+// UCX's async thread, allocates nothing within that queue, and beyond it,
+// out of memory, drops an event but keeps a fatal one for the listener.
+TEST(nomem_async, add_gives_a_status_and_deliver_allocates_nothing)
+{
+    using kind = verbs::async_event::kind;
+    verbs::async_dispatcher d;
+    const auto notify = [](void *) { return 1; };
+    int id            = -1;
+    long n            = 0;
+    for (; n < 100; ++n) {
+        fail_nth f(n);
+        id = d.add(notify, nullptr);
+        if (!fail_nth::hit()) {
+            break;
+        }
+        EXPECT_EQ(-1, id) << "allocation " << n << " failed, and add() gave an id";
+        EXPECT_EQ(0u, d.listeners()) << "allocation " << n;
+    }
+    EXPECT_GT(n, 0) << "add() allocated nothing: the sweep showed nothing";
+    ASSERT_GE(id, 0);
+
+    verbs::async_event down;
+    down.what = kind::port_down;
+    down.type = IBV_EVENT_PORT_ERR;
+    verbs::async_event fatal;
+    fatal.what = kind::device_fatal;
+    fatal.type = IBV_EVENT_DEVICE_FATAL;
+    {
+        fail_nth f(0);
+        for (size_t i = 0; i < verbs::async_dispatcher::batch_len; ++i) {
+            d.deliver(down);
+        }
+        EXPECT_FALSE(fail_nth::hit()) << "deliver() allocated within the listener's queue";
+    }
+    {
+        expect_log_problems logs;
+        {
+            fail_nth f(0);
+            d.deliver(down); // (its queue cannot grow: dropped)
+            EXPECT_TRUE(fail_nth::hit());
+        }
+        {
+            fail_nth f(0);
+            d.deliver(fatal);
+            EXPECT_TRUE(fail_nth::hit());
+        }
+        EXPECT_TRUE(logged_only(logs, "device events dropped")) << logs.text();
+    }
+    EXPECT_EQ(2u, d.dropped());
+    EXPECT_TRUE(d.device_lost());
+    verbs::async_event batch[verbs::async_dispatcher::batch_len];
+    ASSERT_EQ(verbs::async_dispatcher::batch_len, d.take(id, batch));
+    EXPECT_EQ(kind::port_down, batch[0].what);
+    EXPECT_EQ(kind::device_fatal, batch[verbs::async_dispatcher::batch_len - 1].what)
+            << "the fatal event took the last place";
+    EXPECT_EQ(0u, d.take(id, batch));
+    d.remove(id);
 }
 
 } // namespace
