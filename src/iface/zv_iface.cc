@@ -160,6 +160,24 @@ void set_auto_max_eps(zv_iface *iface, const conn_cost &cost, const char *tl_nam
               qp_share_div, share.max_qp, share.local_procs, source);
 }
 
+ucs_status_t ep_create_allowed(const uct_ep_params_t *params, zv_iface *iface)
+{
+    const uint64_t need = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                          UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    if (((params->field_mask & need) != need) || (iface == nullptr)) {
+        ucs_error("%s: endpoints connect to an interface: the device and "
+                  "interface addresses are required",
+                  (iface != nullptr) ? iface->tl_name : "zv");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (iface->device_lost) {
+        ucs_error("%s: %s is lost (device fatal event): no new endpoints", iface->tl_name,
+                  iface->md->dev.name().c_str());
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
 ucs_status_t get_device_address(uct_iface_h uct_iface, uct_device_addr_t *addr)
 {
     auto *iface = reinterpret_cast<zv_iface *>(uct_iface);

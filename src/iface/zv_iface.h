@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstring>
+#include <new>
 #include <vector>
 
 namespace zv::iface {
@@ -165,6 +166,33 @@ void query_common(zv_iface *iface, uct_iface_attr_t *attr);
 /// 'cost' against this process's share of the node and of the device
 /// (scale.h); logged at debug level with its terms.
 void set_auto_max_eps(zv_iface *iface, const conn_cost &cost, const char *tl_name);
+
+/// ep_create's checks before it takes anything: the parameters name the
+/// peer's device and interface addresses (every zv transport connects to an
+/// interface), and the device is not lost. A status with the reason logged
+/// otherwise; 'iface' is null when params names none.
+[[nodiscard]] ucs_status_t ep_create_allowed(const uct_ep_params_t *params, zv_iface *iface);
+
+/// A new endpoint of a zv transport (Ep's 'super' is its uct_base_ep_t),
+/// its UCT base initialised on 'iface': UCS_OK, or a status with nothing
+/// left behind.
+template <typename Ep>
+[[nodiscard]] ucs_status_t new_ep(zv_iface *iface, Ep **ep_p)
+{
+    auto *ep = new (std::nothrow) Ep{};
+    if (ep == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    int init_count            = 1;
+    const ucs_status_t status = uct_base_ep_t_init(&ep->super, &uct_base_ep_t_class,
+                                                   &init_count, &iface->super);
+    if (status != UCS_OK) {
+        delete ep;
+        return status;
+    }
+    *ep_p = ep;
+    return UCS_OK;
+}
 
 ucs_status_t get_device_address(uct_iface_h iface, uct_device_addr_t *addr);
 void progress_disable(uct_iface_h iface, unsigned flags);

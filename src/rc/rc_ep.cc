@@ -341,29 +341,16 @@ int ep_is_connected(uct_ep_h uct_ep, const uct_device_addr_t *dev_addr,
 
 ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
 {
-    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
-        ucs_error("rc_zv: endpoints connect to an interface: the device and "
-                  "interface addresses are required");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    rc_iface *iface = to_rc(params->iface);
-    iface::worker_scope scope(&iface->gate); // claim(), start()
-    if (iface->super.device_lost) {
-        ucs_error("rc_zv: %s is lost (device fatal event): no new endpoints",
-                  iface->super.md->dev.name().c_str());
-        return UCS_ERR_IO_ERROR;
-    }
-    auto *ep        = new (std::nothrow) rc_ep{};
-    if (ep == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    int init_count      = 1;
-    ucs_status_t status = uct_base_ep_t_init(&ep->super, &uct_base_ep_t_class,
-                                             &init_count, &iface->super.super);
+    rc_iface *iface = (params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ? to_rc(params->iface) :
+                                                                         nullptr;
+    ucs_status_t status = iface::ep_create_allowed(params, iface ? &iface->super : nullptr);
     if (status != UCS_OK) {
-        delete ep;
+        return status;
+    }
+    iface::worker_scope scope(&iface->gate); // claim(), start()
+    rc_ep *ep;
+    status = iface::new_ep(&iface->super, &ep);
+    if (status != UCS_OK) {
         return status;
     }
     ep->iface       = iface;

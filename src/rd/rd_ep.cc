@@ -493,23 +493,16 @@ void ep_connected(rd_ep *ep)
 
 ucs_status_t ep_new(const uct_ep_params_t *params, rd_ep **ep_p)
 {
-    const char *tl = to_rd(params->iface)->tl->name;
-    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
-        ucs_error("%s: endpoints connect to an interface: the device and "
-                  "interface addresses are required", tl);
-        return UCS_ERR_INVALID_PARAM;
+    rd_iface *iface = (params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ? to_rd(params->iface) :
+                                                                         nullptr;
+    ucs_status_t status = iface::ep_create_allowed(params, iface ? &iface->super : nullptr);
+    if (status != UCS_OK) {
+        return status;
     }
-    rd_iface *iface = to_rd(params->iface);
+    const char *tl = iface->tl->name;
     if (iface->eps.full()) {
         ucs_error("%s: too many endpoints on one interface (%u)", tl, id_index_mask);
         return UCS_ERR_EXCEEDS_LIMIT;
-    }
-    if (iface->super.device_lost) {
-        ucs_error("%s: %s is lost (device fatal event): no new endpoints", tl,
-                  iface->super.md->dev.name().c_str());
-        return UCS_ERR_IO_ERROR;
     }
     // Room for what may not fail later: its id (ep_register), its place in
     // the graveyard (ep_release), the async side's record of its failure.
@@ -524,15 +517,9 @@ ucs_status_t ep_new(const uct_ep_params_t *params, rd_ep **ep_p)
         ucs_error("%s: no memory for a new endpoint", tl);
         return UCS_ERR_NO_MEMORY;
     }
-    auto *ep = new (std::nothrow) rd_ep{};
-    if (ep == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    int init_count      = 1;
-    ucs_status_t status = uct_base_ep_t_init(&ep->super, &uct_base_ep_t_class,
-                                             &init_count, &iface->super.super);
+    rd_ep *ep;
+    status = iface::new_ep(&iface->super, &ep);
     if (status != UCS_OK) {
-        delete ep;
         return status;
     }
     ep->iface = iface;

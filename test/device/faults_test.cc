@@ -111,6 +111,29 @@ TEST_P(faults, device_fatal_event_fails_every_endpoint_and_refuses_new_ones)
     EXPECT_TRUE(logged_only(logs, "is lost"));
 }
 
+/// Every zv transport connects to an interface: an endpoint asked for
+/// without the peer's device or interface address is refused, with the
+/// reason, and the interface still connects after.
+TEST_P(faults, an_endpoint_without_the_peers_addresses_is_refused)
+{
+    expect_log_problems logs;
+    const uint64_t fields[] = {UCT_EP_PARAM_FIELD_IFACE,
+                               UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR,
+                               UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_IFACE_ADDR};
+    for (const uint64_t mask : fields) {
+        uct_ep_params_t params = {};
+        params.field_mask      = mask;
+        params.iface           = m_a.iface;
+        params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(m_b.dev_addr.data());
+        params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(m_b.iface_addr.data());
+        uct_ep_h ep       = nullptr;
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_create(&params, &ep)) << "field_mask " << mask;
+        EXPECT_EQ(nullptr, ep);
+    }
+    EXPECT_TRUE(logged_only(logs, "the device and interface addresses are required"));
+    EXPECT_NE(nullptr, connect(m_a, m_b)); // (connected: the fixture destroys it)
+}
+
 ZV_INSTANTIATE(faults, ZV_TLS_ALL);
 
 
