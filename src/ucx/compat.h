@@ -71,9 +71,15 @@ using md_attr_t = uct_md_attr_v2_t;
 using md_attr_t = uct_md_attr_t;
 #endif
 
-/// Fill UCX's md attributes from 'caps'. UCP takes an md's registrations
-/// into its own cache only for the memory types in cache_mem_types (UCX
-/// 1.16+): zv caches in its md, so it reports none.
+/// Fill UCX's md attributes from 'caps'. cache_mem_types (UCX 1.16+) says
+/// which memory types UCP may keep in its own registration cache. UCP 1.18's
+/// protocols register user buffers through its datatype iterator, which
+/// asserts that every md of the lanes is in that set (datatype_iter.inl:
+/// "Iterator may work with cacheable MDs only"; Debian's UCX is built with
+/// assertions, so MPI's rendezvous over rc_zv aborted there). So zv reports
+/// what it registers: UCP's cache itself is off by default wherever zv may
+/// be selected (zv_ucp_defaults.h), and then every registration goes to
+/// zv's md, which caches it, invalidated by the kernel.
 inline void fill_md_attr(md_attr_t *attr, const md_caps &caps)
 {
 #ifdef ZV_UCX_MD_QUERY_V2
@@ -85,7 +91,7 @@ inline void fill_md_attr(md_attr_t *attr, const md_caps &caps)
     attr->max_reg          = caps.max_reg;
     attr->reg_mem_types    = caps.reg_mem_types;
     attr->access_mem_types = caps.access_mem_types;
-    attr->cache_mem_types  = 0;
+    attr->cache_mem_types  = caps.reg_mem_types;
 #ifdef HAVE_UCT_MD_ATTR_V2_T_REG_ALIGNMENT
     attr->reg_alignment = 1;
 #endif
