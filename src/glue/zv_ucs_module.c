@@ -2,14 +2,13 @@
 /* libucs_zv: UCP's defaults for zv, set before UCP reads its configuration. */
 
 /*
- * zv reports no cacheable memory type to UCP (src/ucx/compat.h), yet UCX
- * 1.22's zero-copy protocols register through the datatype iterator, which,
- * while UCP's own registration cache exists, puts every md a lane needs
- * into it (ucp_datatype_iter_mem_reg_single -> ucp_memh_get), cacheable or
- * not: a release build caches zv's registrations a second time; a build
- * with assertions stops on "Iterator may work with cacheable MDs only"
- * (datatype_iter.inl). So UCP's cache must be off where zv may be selected
- * (zv_ucp_defaults.h).
+ * zv's md caches its registrations, invalidated by the kernel, and reports
+ * host memory as cacheable to UCP only because UCP's protocols assert that
+ * every lane's md is (src/ucx/compat.h). While UCP's own registration cache
+ * exists, UCP's zero-copy protocols then keep zv's registrations a second
+ * time (ucp_datatype_iter_mem_reg_single -> ucp_memh_get), keyed by address
+ * and dropped only on UCM's events. So UCP's cache must be off where zv may
+ * be selected (zv_ucp_defaults.h).
  *
  * libuct_zv's constructor sets that default when the module is in the
  * process before UCP starts (LD_PRELOAD, the Open MPI component). UCX
