@@ -25,6 +25,20 @@
 #                           first of this system's apt sources)
 #   --gtest-filter F        the UCT device tests to run (default below)
 #   --no-vm                 no device tier (reported as skipped)
+#   --packages              also the Debian packages: built in each root
+#                           (contrib/deb/build.sh, from the same
+#                           contrib/debian, into BUILD/deb), then, in the
+#                           VM before anything else is installed there,
+#                           installed, used and purged by
+#                           test/device/deb-suite.sh under the root's
+#                           Open MPI
+#   --bench LIST            after the device tier, in the same chroot, the
+#                           benchmarks of contrib/bench named in LIST ("rndv
+#                           rel": rndv-bench.sh, rel-bench.sh), each beside
+#                           UCX's own transports of the root's UCX; their
+#                           tables go to BUILD/matrix-bench-NAME.log and the
+#                           console; ZV_BENCH_* and UCX_* set here reach
+#                           them (and nothing else in the root)
 # NAMEs: the roots to run; default every NAME an option names, else
 # "trixie sid". A root without a --ucx-src (or --ompi-src) is skipped with
 # the reason: no source tree, no build. Root and source trees are read, the
@@ -42,6 +56,8 @@ build_base=${ZV_MATRIX_BUILD:-$repo/build-matrix}
 gtest_filter=${ZV_MATRIX_GTEST_FILTER:-'tl/iface.*:tl/am.*:tl/put.*:tl/get.*:tl/atomic.*:tl/remote_access.*:tl/pending.*:tl/lifetime.*:tl/faults.*:tl/nested_progress.*'}
 mirror=
 use_vm=1
+bench=
+packages=
 declare -A root suite ucx_src ompi_src
 names=()
 
@@ -61,6 +77,10 @@ while [ $# -gt 0 ]; do
         --mirror)   mirror=${2:?--mirror wants a URL}; shift ;;
         --gtest-filter) gtest_filter=${2:?--gtest-filter wants a filter}; shift ;;
         --no-vm)    use_vm=0 ;;
+        --packages) packages=1 ;;
+        --bench)    bench=${2?--bench wants a list, e.g. \"rndv rel\"}; shift
+                    for x in $bench; do [ -x "$repo/contrib/bench/$x-bench.sh" ] ||
+                        die "--bench: no contrib/bench/$x-bench.sh"; done ;;
         -h|--help)  usage; exit 0 ;;
         -*)         die "unknown option '$1' (try --help)" ;;
         *)          add_name "$1" ;;
@@ -79,13 +99,15 @@ if [ -z "$mirror" ]; then
 fi
 
 # What a root needs to build zverbs and run the quick unit tier and the
-# device tests (the build and test part of contrib/setup.sh; libpmix-dev:
+# device tests (the build and test part of contrib/setup.sh, perftest for
+# rndv-bench's floor, debhelper and lintian for --packages; libpmix-dev:
 # Open MPI 5's and 6's headers include pmix.h, and unstable's
 # libopenmpi-dev does not depend on it).
 root_packages="build-essential autoconf automake libtool pkg-config dpkg-dev
     libucx-dev ucx-utils libibverbs-dev librdmacm-dev libhwloc-dev
     libopenmpi-dev libpmix-dev openmpi-bin openmpi-common libgtest-dev googletest
-    rdma-core ibverbs-providers ibverbs-utils iproute2 procps"
+    rdma-core ibverbs-providers ibverbs-utils iproute2 procps perftest
+    debhelper lintian fakeroot"
 
 # ---- the table: one row per root and step
 rows=()
@@ -216,6 +238,16 @@ for name in "${names[@]}"; do
     step "$name" "install staged (DESTDIR)" "$b/stage.log" \
         in_root "$dir" sh -c 'cd "$1" && rm -rf matrix-stage && make install DESTDIR="$1/matrix-stage"' sh "$b" ||
         continue
+    if [ -n "$packages" ]; then
+        denv=(DEB_BUILD_OPTIONS=nocheck ZV_BUILDDIR="$b" ZV_DEB_DIR="$b/deb")
+        case $us in auto) ;; *) denv+=(ZV_UCX_SRC="$(cd "$us" && pwd)") ;; esac
+        case $os in auto|none) ;; *) denv+=(ZV_OMPI_SRC="$(cd "$os" && pwd)") ;; esac
+        step "$name" "Debian packages (contrib/deb/build.sh)" "$b/deb.log" \
+            in_root "$dir" env "${denv[@]}" nice -n 10 "$repo/contrib/deb/build.sh" || continue
+        for f in "$b"/deb/zverbs_*.deb; do
+            echo "  $name| $(basename "$f"): $(in_root "$dir" dpkg-deb -f "$f" Depends)"
+        done
+    fi
     vm_specs+=("$name:$dir:$b")
 done
 
@@ -223,12 +255,14 @@ if [ ${#vm_specs[@]} -gt 0 ] && [ $use_vm = 0 ]; then
     for spec in "${vm_specs[@]}"; do row "${spec%%:*}" "device tier (--no-vm)" SKIP 0; done
 elif [ ${#vm_specs[@]} -gt 0 ]; then
     echo "==== device tier: one VM boot, the guest chroots into ${#vm_specs[@]} root(s)"
-    for spec in "${vm_specs[@]}"; do rm -f "${spec##*:}/matrix-device.result"; done
+    for spec in "${vm_specs[@]}"; do rm -f "${spec##*:}"/matrix-device.result "${spec##*:}"/matrix-bench-*.result; done
     shares=(--share "$repo")
     case $build_base/ in "$repo"/*) ;; *) shares+=(--share "$build_base") ;; esac
     t0=$SECONDS
-    nice -n 10 "$repo/contrib/vm/run.sh" --timeout $((600 + 1500 * ${#vm_specs[@]})) --cpus 2 "${shares[@]}" \
-        -e ZV_MATRIX_GTEST_FILTER="$gtest_filter" -- \
+    nb=$(echo $bench | wc -w)
+    nice -n 10 "$repo/contrib/vm/run.sh" --timeout $(((600 + 1500 * (1 + 2 * nb)) * ${#vm_specs[@]})) --cpus 2 "${shares[@]}" \
+        -e ZV_MATRIX_GTEST_FILTER="$gtest_filter" -e ZV_MATRIX_BENCH="$bench" \
+        -e ZV_MATRIX_PACKAGES="$packages" -- \
         "$repo/test/device/matrix-tests.sh" "${vm_specs[@]}" 2>&1 | tee "$build_base/device.log" || true
     vm_s=$((SECONDS - t0))
     for spec in "${vm_specs[@]}"; do
@@ -240,6 +274,15 @@ elif [ ${#vm_specs[@]} -gt 0 ]; then
         else
             row "$name" "device tier (VM, chroot)" FAIL - "no result (see $build_base/device.log)"
         fi
+        for x in $bench; do
+            if [ -f "$b/matrix-bench-$x.result" ]; then
+                read -r rc secs < "$b/matrix-bench-$x.result"
+                if [ "$rc" = 0 ]; then r=PASS; else r=FAIL; fi
+                row "$name" "$x-bench.sh (VM, chroot)" $r "$secs" "tables: $b/matrix-bench-$x.log"
+            else
+                row "$name" "$x-bench.sh (VM, chroot)" FAIL - "no result (see $build_base/device.log)"
+            fi
+        done
     done
     row all "VM boot to power-off" - "$vm_s"
 fi

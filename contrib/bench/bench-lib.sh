@@ -11,16 +11,27 @@ pt_column() {
 # with ARGS and the module $mod preloaded, the client's output in OUT (the
 # server's in OUT.srv). The server listens once it has opened its
 # transports, slow under emulation: waited for (up to 60 s), not slept.
+# A ucx_perftest built with MPI (Debian 13's) calls MPI_Init when its
+# stdin is not a terminal and then wants two MPI ranks: -P 0 turns its MPI
+# mode off (an option only such a build has), and its singleton MPI
+# process opens no transports of its own (pml ob1, btl self).
 pt_pair() {
     local out=$1; shift
     local port=$((20000 + RANDOM % 20000)) w
-    LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port "$@" > "$out.srv" 2>&1 &
+    if [ -z "${pt_opts+set}" ]; then
+        pt_opts=() pt_env=(LD_PRELOAD="$mod")
+        if ucx_perftest -h 2>&1 | grep -q -- '-P <0|1>'; then
+            pt_opts=(-P 0) pt_env+=(OMPI_MCA_pml=ob1 OMPI_MCA_btl=self)
+        fi
+    fi
+    set -- ${pt_opts[@]+"${pt_opts[@]}"} "$@"
+    env "${pt_env[@]}" timeout 600 ucx_perftest -p $port "$@" > "$out.srv" 2>&1 &
     local spid=$!
     for ((w = 0; w < 120; ++w)); do
         ss -ltn 2>/dev/null | grep -q ":$port " && break
         sleep 0.5
     done
-    LD_PRELOAD=$mod timeout 600 ucx_perftest -p $port -f "$@" 127.0.0.1 > "$out" 2>&1 || true
+    env "${pt_env[@]}" timeout 600 ucx_perftest -p $port -f "$@" 127.0.0.1 > "$out" 2>&1 || true
     wait $spid || true
 }
 # median: of the numbers on stdin (space separated).

@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The Debian packages on a Debian 12 system with a verbs device (the
-# Soft-RoCE VM: run-tier.sh boots a VM of its own for this, so nothing from
-# `make install` is there): apt installs the packages contrib/deb/build.sh
+# The Debian packages on a system with a verbs device (the Soft-RoCE VM:
+# run-tier.sh boots a VM of its own for this, so nothing from `make
+# install` is there; contrib/matrix.sh --packages runs it chrooted into a
+# Debian 13 or unstable root there): apt installs the packages contrib/deb/build.sh
 # made, the README's mpirun line runs a validated MPI job over rc_zv with
 # nothing else set up, contrib/examples builds against the packaged
 # zverbs.pc and passes the libzverbs suite (capi-suite.sh), then apt purges
@@ -37,12 +38,23 @@ check "the component is in Open MPI's directory ($component)" test -f "$componen
 ompi_info > "$tmp/ompi" 2>&1
 check "ompi_info lists MCA rcache: zverbs" grep -q 'MCA rcache: zverbs' "$tmp/ompi"
 
-# The README's line (Selecting zverbs), with the VM's device for mlx*,rxe*.
-mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \
+# The README's line (Selecting zverbs), with the VM's device for mlx*,rxe*;
+# under Open MPI 5 and later its Open MPI 5 line, which names the component
+# path (and PMIx's own) itself: nothing from suite-lib.sh's environment.
+readme=()
+ompi_major=$(ompi_info --version | sed -n 's/^Open MPI v\([0-9]*\)\..*/\1/p' | head -n1)
+if [ "${ompi_major:-0}" -ge 5 ]; then
+    readme=(--mca mca_base_component_path "$(ompi_info --path pkglibdir --parsable | cut -d: -f3)"
+            --pmixmca mca_base_component_path "$("$s/contrib/ompi-rank-path.sh" --pmix)")
+fi
+env -u OMPI_MCA_mca_base_component_path -u PMIX_MCA_mca_base_component_path \
+    mpirun --allow-run-as-root -np 2 ${readme[@]+"${readme[@]}"} --mca pml ucx --mca pml_ucx_tls rc_zv \
     --mca pml_ucx_devices 'mlx*,rxe*' -x UCX_TLS=rc_zv,sm,self \
     "$ms_t/zv_osu" -t bw -S 4194304 -i 20 > "$tmp/readme" 2>&1
 rc=$?; tail -n 3 "$tmp/readme"
-check "the README's mpirun line: MPI bandwidth 1 B..4 MiB validated (UCX_TLS=rc_zv,sm,self)" test $rc = 0
+check "the README's mpirun line (Open MPI ${ompi_major:-?}${readme[*]:+, with the component paths}): MPI bandwidth 1 B..4 MiB validated (UCX_TLS=rc_zv,sm,self)" \
+    test $rc = 0
+check "no PMIx warnings about the component path" bash -c "! grep -q 'bad prefix' '$tmp/readme'"
 # Without sm, only rc_zv can carry the ranks' messages: the package's module
 # does, loaded by the package's component (no LD_PRELOAD, no parameter).
 mpirun --allow-run-as-root -np 2 --mca pml ucx --mca pml_ucx_tls rc_zv \

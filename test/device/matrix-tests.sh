@@ -4,12 +4,18 @@
 # as root: for each NAME:ROOT:BUILD, chroot into ROOT (its /proc, /sys and
 # /dev, /dev/infiniband with it, bind-mounted from the guest; the work tree
 # and /run/zv at their own paths; all in a mount namespace of its own) and
-# there, against the root's UCX and Open MPI: install what matrix.sh staged
-# in BUILD/matrix-stage, the module's transports in ucx_info, the UCT device
-# tests ($ZV_MATRIX_GTEST_FILTER) and a validated 2-rank MPI job over
-# rc_zv, ud_zv and uc_zv. Each root's counts and seconds go to
+# there, against the root's UCX and Open MPI: with ZV_MATRIX_PACKAGES=1 the
+# Debian packages in BUILD/deb (test/device/deb-suite.sh: install, MPI
+# jobs, purge); then install what matrix.sh staged in BUILD/matrix-stage,
+# the module's transports in ucx_info, the UCT device tests
+# ($ZV_MATRIX_GTEST_FILTER), a validated 2-rank MPI job over rc_zv, ud_zv
+# and uc_zv, and UCP's protocol for a 1 MiB tag message over rc_zv beside
+# rc_verbs (UCX_PROTO_INFO). Each root's counts and seconds go to
 # BUILD/matrix-device.result ("pass fail seconds"), its gtest log to
-# BUILD/matrix-zv_device.log.
+# BUILD/matrix-zv_device.log. Then the benchmarks named in $ZV_MATRIX_BENCH
+# ("rndv rel": contrib/bench/NAME-bench.sh BUILD, in the same chroot, with
+# the ZV_BENCH_* and UCX_* variables of the caller), each one's output in BUILD/matrix-bench-NAME.log
+# and its exit status and seconds in BUILD/matrix-bench-NAME.result.
 #
 # usage: matrix-tests.sh NAME:ROOT:BUILD...
 #        matrix-tests.sh --inside NAME BUILD   (in the root; by the above)
@@ -18,11 +24,12 @@ s=$(cd "$(dirname "$0")/../.." && pwd)
 
 if [ "${1:-}" != --inside ]; then
     status=0
-    export ZV_SRC=$s ZV_MATRIX_GTEST_FILTER=${ZV_MATRIX_GTEST_FILTER:?}
+    export ZV_SRC=$s ZV_MATRIX_GTEST_FILTER=${ZV_MATRIX_GTEST_FILTER:?} ZV_MATRIX_BENCH=${ZV_MATRIX_BENCH-} \
+           ZV_MATRIX_PACKAGES=${ZV_MATRIX_PACKAGES-}
     for spec in "$@"; do
         name=${spec%%:*} rest=${spec#*:}; r=${rest%%:*} b=${rest#*:}
         echo "==== $name: chroot $r"
-        t0=$SECONDS
+        export -p | grep -E '^declare -x (ZV_BENCH|UCX)_' > "$b/matrix-bench.env"   # for the benchmarks
         unshare --mount --propagation private bash -c '
             set -e; r=$1; shift
             mount -t proc proc "$r/proc"
@@ -35,10 +42,12 @@ if [ "${1:-}" != --inside ]; then
             mount -t tmpfs -o mode=1777 tmp "$r/tmp"
             exec chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
                 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-                ZV_MATRIX_GTEST_FILTER="$ZV_MATRIX_GTEST_FILTER" "$@"' \
+                ZV_MATRIX_GTEST_FILTER="$ZV_MATRIX_GTEST_FILTER" ZV_MATRIX_BENCH="$ZV_MATRIX_BENCH" \
+                ZV_MATRIX_PACKAGES="$ZV_MATRIX_PACKAGES" "$@"' \
             matrix "$r" "$s/test/device/matrix-tests.sh" --inside "$name" "$b" || status=1
-        [ -f "$b/matrix-device.result" ] &&
-            sed -i "s/\$/ $((SECONDS - t0))/" "$b/matrix-device.result"
+        for x in $ZV_MATRIX_BENCH; do
+            [ -f "$b/matrix-bench-$x.result" ] || status=1
+        done
     done
     exit $status
 fi
@@ -50,13 +59,22 @@ check() { local what=$1; shift
     if "$@"; then echo "PASS: $name: $what [${SECONDS}s]"; pass=$((pass+1))
     else echo "FAIL: $name: $what [${SECONDS}s]"; fail=$((fail+1)); fi; }
 tmp=$(mktemp -d)
-finish() { echo "$pass $fail" > "$b/matrix-device.result"
+finish() { echo "$pass $fail $SECONDS" > "$b/matrix-device.result"
            echo "==== $name: $pass passed, $fail failed"; rm -rf "$tmp"; }
 trap finish EXIT
 
 echo "$name: $(. /etc/os-release && echo "$PRETTY_NAME"); $(ucx_info -v | sed -n 's/^# *\(Library version\)/\1/p' | head -n1); $(ompi_info --version | head -n1)"
 dev=$(ibv_devices | awk 'NR>2 {print $1; exit}')
 check "a verbs device in the root ($dev, /dev/infiniband bound)" test -n "$dev" -a -e /dev/infiniband/uverbs0
+# The Debian packages (matrix.sh --packages) first, while nothing of
+# zverbs is installed: deb-suite.sh installs, uses and purges them.
+if [ -n "${ZV_MATRIX_PACKAGES-}" ]; then
+    ZV_BUILDDIR=$b ZV_SRCDIR=$s ZV_DEB_DIR=$b/deb "$s/test/device/deb-suite.sh" > "$tmp/deb" 2>&1
+    rc=$?
+    sed 's/^/  deb| /' "$tmp/deb"
+    check "the Debian packages installed, used and purged: deb-suite.sh, $(grep '^package:' "$tmp/deb" || echo 'no summary')" \
+        test $rc = 0
+fi
 check "the staged install copied in" cp -a "$b/matrix-stage/." /
 ldconfig
 ompi_info > "$tmp/ompi" 2>&1
@@ -102,5 +120,50 @@ for tl in rc_zv ud_zv uc_zv; do
     [ $rc = 0 ] || tail -n 15 "$tmp/osu"
     check "MPI $t 1 B..1 MiB validated, 2 ranks, UCX_TLS=$tl,self, $((SECONDS - t0)) s" test $rc = 0
   done
+done
+
+# UCP's protocol selection (protocols v2, UCX 1.15 and later): for a 1 MiB
+# tag message, each of UCP's tables (one per kind of send) names the same
+# protocols over rc_zv as over UCX's own rc_verbs (the thresholds differ
+# with the transports' limits; the self transport's tables are left out):
+# with UCX's defaults (between two processes of one host UCP sends 1 MiB
+# by eager fragments there) and with a 64 KiB rendezvous threshold, where
+# the zero-copy rendezvous comes in.
+proto_table() { # FILE: "operation: protocol, ..." per UCX_PROTO_INFO table
+    sed 's/^\[[^]]*\] \[[^]]*\] *//' "$1" | awk -F'|' '
+        function flush() { if (op != "" && cur != "") p[op] = cur; cur = "" }
+        /^\|/ && NF == 4 { flush(); op = $3; gsub(/^ +| +$/, "", op); if ($2 ~ /self cfg#/) op = ""; next }
+        /^\|/ && NF == 5 && op != "" { pr = $3; gsub(/^ +| +$/, "", pr); sub(/^\(\?\) /, "", pr)
+                                      cur = cur (cur == "" ? "" : ", ") pr }
+        END { flush(); for (o in p) print o ": " p[o] }' | sort
+}
+if ucx_info -c 2>/dev/null | grep -q '^UCX_PROTO_INFO='; then
+    mod=$b/.libs/libuct_zv.so.0
+    . "$s/contrib/bench/bench-lib.sh"
+    for thresh in auto 65536; do
+        for tl in rc_zv rc_verbs; do
+            tls=$tl,self; [ $tl = rc_zv ] || tls=rc_verbs,ud_verbs,self
+            UCX_PROTO_INFO=y UCX_RNDV_THRESH=$thresh UCX_TLS=$tls UCX_NET_DEVICES=$dev:1 \
+                UCX_WARN_UNUSED_ENV_VARS=n UCX_UD_VERBS_ETH_DGID_CHECK=n \
+                pt_pair "$tmp/proto.$tl" -t tag_bw -s 1048576 -n 20
+            proto_table "$tmp/proto.$tl" > "$tmp/table.$tl"
+            echo "UCP's protocols over $tl (UCX_PROTO_INFO, UCX_RNDV_THRESH=$thresh, tag_bw 1 MiB):"
+            sed 's/^/  /' "$tmp/table.$tl"
+        done
+        check "UCX_RNDV_THRESH=$thresh: UCP selects the same protocols over rc_zv as over rc_verbs ($(wc -l < "$tmp/table.rc_zv") kinds of tag send)" \
+            bash -c "test -s '$tmp/table.rc_zv' && cmp -s '$tmp/table.rc_zv' '$tmp/table.rc_verbs'"
+    done
+fi
+trap - EXIT
+finish
+for x in ${ZV_MATRIX_BENCH-}; do
+    [ -f "$b/matrix-bench.env" ] && . "$b/matrix-bench.env"
+    echo "==== $name: contrib/bench/$x-bench.sh $b"
+    t0=$SECONDS
+    "$s/contrib/bench/$x-bench.sh" "$b" > "$b/matrix-bench-$x.log"
+    rc=$?
+    cat "$b/matrix-bench-$x.log"
+    echo "$rc $((SECONDS - t0))" > "$b/matrix-bench-$x.result"
+    echo "==== $name: $x-bench.sh exit $rc, $((SECONDS - t0)) s"
 done
 [ $fail = 0 ]
