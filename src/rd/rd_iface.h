@@ -533,6 +533,35 @@ void handle_event(iface::zv_iface *base, const verbs::async_event &ev);
 /// Where that cannot be (signal mode, no membarrier), the interface works
 /// as before and says why at diag level.
 void async_open(rd_iface *iface, unsigned (*core)(rd_iface *iface));
+
+/// The end of a transport's iface_open, 'status' being how open_begin(),
+/// the transport's own part and open_finish() went. On failure the
+/// transport's iface_close() undoes whatever was done (or, before
+/// open_begin() got as far as UCT's interface, the object is deleted) and
+/// the status is returned; on success the progress function for the
+/// fault setting ('faulty' when injection is on) and the async side
+/// ('core_faults' or 'core') start, and *iface_p is set.
+template <class Iface>
+[[nodiscard]] ucs_status_t open_end(Iface *iface, ucs_status_t status,
+                                    uct_iface_progress_func_t faulty,
+                                    unsigned (*core)(rd_iface *iface),
+                                    unsigned (*core_faults)(rd_iface *iface), uct_iface_h *iface_p)
+{
+    rd_iface *rd     = &iface->super;
+    uct_iface_t *uct = &rd->super.super.super;
+    if (status != UCS_OK) {
+        if (rd->tl != nullptr) { // (open_begin got as far as UCT's interface)
+            uct->ops.iface_close(uct);
+        } else {
+            delete iface;
+        }
+        return status;
+    }
+    choose_progress(rd, faulty);
+    async_open(rd, rd->fault.on() ? core_faults : core);
+    *iface_p = uct;
+    return UCS_OK;
+}
 /// Stop the timer (waits for a running tick) and drop what waits.
 void async_close(rd_iface *iface);
 /// The worker's progress: hand what the async side deferred to UCP, in

@@ -734,18 +734,8 @@ ucs_status_t iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params
         status = open_finish(rd, params, std::max(rd->max_payload, iface->settings.max_write),
                              iface->srq.get(), nullptr);
     }
-    if (status != UCS_OK) {
-        if (rd->tl != nullptr) { // (open_begin got as far as UCT's interface)
-            iface_close(&rd->super.super.super);
-        } else {
-            delete iface;
-        }
-        return status;
-    }
-    choose_progress(rd, progress<true>);
-    async_open(rd, rd->fault.on() ? progress_core<true, true> : progress_core<false, true>);
-    *iface_p = &rd->super.super.super;
-    return UCS_OK;
+    return open_end(iface, status, progress<true>, progress_core<false, true>,
+                    progress_core<true, true>, iface_p);
 }
 
 } // namespace zv::uc
