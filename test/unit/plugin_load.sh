@@ -6,7 +6,8 @@
 # libucs_zv turns UCP's registration cache off by default. With an active
 # RDMA port (the Soft-RoCE VM), ucx_info -d lists rc_zv, ud_zv and uc_zv,
 # and a 2-rank MPI job (zv_osu, every byte checked) runs over each of them
-# with nothing but UCX_PLUGIN_PATH.
+# with nothing but UCX_PLUGIN_PATH, and over rc_zv with the Open MPI
+# component loading a second copy of the module beside UCX's loader.
 # Skipped, with the reason, where that UCX has no such loader (UCX 1.13 to
 # 1.21: test/unit/module_load.sh covers the ways in there), and its device
 # part is reported as skipped where no port is up: a skip is never a pass.
@@ -90,6 +91,26 @@ if ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
                            test \$(grep -c 'calling init: $tmp/plugins/libuct_zv.so.0\$' '$tmp/mpi-$tl.out') = 2 &&
                            ! grep -q 'calling init: .*mca_rcache_zverbs' '$tmp/mpi-$tl.out'"
         done
+        # Both ways in at once: the Open MPI component loads one copy of the
+        # module (rcache_zverbs_module), UCX's loader another from
+        # UCX_PLUGIN_PATH; zv is registered once in each rank, and MPI runs.
+        eval "$("$(dirname "$0")/../../contrib/ompi-rank-path.sh" --env "$b/.libs")"
+        for prog in zv_probe zv_osu; do
+            args=(); [ $prog = zv_probe ] || args=(-t lat -t bw -S 262144 -i 4)
+            timeout 600 mpirun --allow-run-as-root -np 2 "${over[@]}" --mca pml ucx \
+                --mca pml_ucx_tls rc_zv --mca pml_ucx_devices "$dev" \
+                --mca rcache_zverbs_module "$tmp/copy/libuct_zv.so.0" \
+                -x LD_LIBRARY_PATH="$(mk UCX_LIBDIR)" -x UCX_PLUGIN_PATH="$tmp/plugins" \
+                -x UCX_TLS=rc_zv,self -x UCX_NET_DEVICES="$dev:1" -x LD_DEBUG=files \
+                "$b/mpi-tests/$prog" "${args[@]}" >"$tmp/both-$prog.out" 2>&1
+            rc=$?
+            check "MPI with the component and UCX_PLUGIN_PATH both loading zv: $prog exits 0 (exit $rc)" test $rc = 0
+        done
+        check "both ranks loaded both copies (the component's and the loader's)" \
+              bash -c "test \$(grep -c 'calling init: $tmp/copy/libuct_zv.so.0\$' '$tmp/both-zv_probe.out') = 2 &&
+                       test \$(grep -c 'calling init: $tmp/plugins/libuct_zv.so.0\$' '$tmp/both-zv_probe.out') = 2"
+        check "zv is registered once in each rank (zv_probe: one zv component per rank)" \
+              test "$(count 'UCT component zv registered' "$tmp/both-zv_probe.out")" = 2
     else
         echo "SKIP: MPI over zv with UCX_PLUGIN_PATH alone: no Open MPI, mpirun or mpi-tests/zv_osu (make check builds it)"
         skip=1
