@@ -5,6 +5,8 @@
 # --update contrib/doc/config.md, replace the part of the file between the
 # config-doc markers; with --check FILE, exit 1 if that part is out of date.
 # usage: contrib/gen-config-doc.sh [--update FILE | --check FILE] [MODULE]
+# UCX_INFO: the ucx_info of the UCX the module was built against (default:
+# ucx_info in PATH).
 #
 # An entry of ucx_info -f is its block of "#" lines (doc, syntax, and
 # "inherits:" for a variable of an embedded table) and its UCX_NAME=value
@@ -63,7 +65,7 @@ gen() {
     # UCX 1.16+ ends each doc with a "# " line that 1.13 does not print,
     # and spells a time value's units [m|s|ms|us|ns] (it takes minutes too):
     # the reference is the same for every UCX, with the units all take.
-    LD_PRELOAD=$mod ucx_info -f > "$out" || { rm -f "$out"; exit 1; }
+    LD_PRELOAD=$mod "${UCX_INFO:-ucx_info}" -f > "$out" || { rm -f "$out"; exit 1; }
     sed -i -e '/^# $/d' -e 's/^\(# syntax: *time value: <number>\)\[m|s|ms|us|ns\]$/\1[s|us|ms|ns]/' "$out"
     echo '```'
     entries kept "$out" | cat -s |

@@ -15,17 +15,20 @@ check() { # name, then a command that must succeed
     else echo "FAIL: $name"; fail=$((fail+1)); fi
 }
 tmp=$(mktemp -d); trap '[ -n "${ZV_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
+# The ucx_info of the UCX configure found (configure --with-ucx=DIR: that
+# prefix's; a module built against one UCX is refused by another's).
+ucx_info=$(sed -n 's/^UCX_INFO = //p' "$b/Makefile"); ucx_info=${ucx_info:-ucx_info}
 
-LD_PRELOAD=$mod ucx_info -c >"$tmp/c.out" 2>"$tmp/c.err"
+LD_PRELOAD=$mod "$ucx_info" -c >"$tmp/c.out" 2>"$tmp/c.err"
 check "ucx_info -c lists UCX_ZV_GID_INDEX" grep -q '^UCX_ZV_GID_INDEX=auto$' "$tmp/c.out"
 check "ucx_info -c lists UCX_RC_ZV_RX_QUEUE_LEN" grep -q '^UCX_RC_ZV_RX_QUEUE_LEN=' "$tmp/c.out"
 check "module load is silent" test ! -s "$tmp/c.err"
-LD_PRELOAD=$mod ucx_info -f >"$tmp/f.out" 2>&1
+LD_PRELOAD=$mod "$ucx_info" -f >"$tmp/f.out" 2>&1
 check "ucx_info -f documents the zv md" grep -q 'Index of the port GID to use' "$tmp/f.out"
 check "ucx_info -f documents rc_zv" grep -q 'Transport retry timeout of the RC queue pairs' "$tmp/f.out"
 
 # UCX logs to stdout: the warning is in the same stream as the config.
-LD_PRELOAD=$skew ucx_info -c >"$tmp/s.out" 2>&1
+LD_PRELOAD=$skew "$ucx_info" -c >"$tmp/s.out" 2>&1
 check "skewed layout: constructor refuses to register" \
       bash -c "! grep -q 'UCX_RC_ZV_' '$tmp/s.out'"
 check "skewed layout: exactly one warning naming the struct" \
@@ -63,7 +66,7 @@ elif [ -x "$b/mpi-tests/zv_probe" ] && command -v mpirun >/dev/null; then
     ompi_info --parsable --param rcache zverbs --level 9 2>/dev/null |
         sed -n 's/^mca:rcache:zverbs:param:rcache_zverbs_monitor:help:.*Syntax: one of: \([a-z, ]*\)\..*/\1/p' |
         tr -d ' ' | tr ',' '\n' | sort >"$tmp/mca-monitors"
-    LD_PRELOAD=$mod ucx_info -f 2>/dev/null |
+    LD_PRELOAD=$mod "$ucx_info" -f 2>/dev/null |
         sed -n '/^UCX_ZV_RCACHE_MONITOR=/q; s/^# syntax: *\[\(.*\)\]$/\1/p' | tail -n1 |
         tr '|' '\n' | sort >"$tmp/ucx-monitors"
     check "rcache_zverbs_monitor offers UCX_ZV_RCACHE_MONITOR's values ($(tr '\n' ' ' <"$tmp/ucx-monitors"))" \
