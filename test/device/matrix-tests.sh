@@ -6,8 +6,11 @@
 # and /run/zv at their own paths; all in a mount namespace of its own) and
 # there, against the root's UCX and Open MPI: with ZV_MATRIX_PACKAGES=1 the
 # Debian packages in BUILD/deb (test/device/deb-suite.sh: install, MPI
-# jobs, purge); then install what matrix.sh staged in BUILD/matrix-stage,
-# the module's transports in ucx_info, the UCT device tests
+# jobs, purge); where UCX loads modules itself, test/unit/plugin_load.sh;
+# then install what matrix.sh staged in BUILD/matrix-stage,
+# the module's transports in ucx_info (and, where UCX loads modules itself,
+# found there with no LD_PRELOAD, an MPI job without the component), the
+# UCT device tests
 # ($ZV_MATRIX_GTEST_FILTER), a validated 2-rank MPI job over rc_zv, ud_zv
 # and uc_zv, and UCP's protocol for a 1 MiB tag message over rc_zv beside
 # rc_verbs (UCX_PROTO_INFO). Each root's counts and seconds go to
@@ -75,6 +78,18 @@ if [ -n "${ZV_MATRIX_PACKAGES-}" ]; then
     check "the Debian packages installed, used and purged: deb-suite.sh, $(grep '^package:' "$tmp/deb" || echo 'no summary')" \
         test $rc = 0
 fi
+# Where this UCX loads modules itself (UCX 1.22 and later): the loader's
+# checks (test/unit/plugin_load.sh, its device part too), while nothing of
+# zverbs is installed; after the install below, UCX finds the module in
+# its own module directory.
+loader=$(sed -n 's/^ZV_PLUGIN_LOADER = //p' "$b/Makefile")
+if [ "$loader" = yes ]; then
+    ZV_BUILDDIR=$b "$s/test/unit/plugin_load.sh" > "$tmp/plugin" 2>&1
+    rc=$?
+    sed 's/^/  plugin| /' "$tmp/plugin"
+    check "UCX's module loader: plugin_load.sh, $(grep '^plugin_load:' "$tmp/plugin" || echo 'no summary')" \
+        test $rc = 0
+fi
 check "the staged install copied in" cp -a "$b/matrix-stage/." /
 ldconfig
 ompi_info > "$tmp/ompi" 2>&1
@@ -85,6 +100,23 @@ for tl in rc_zv ud_zv uc_zv; do
         bash -c "awk '/Transport: $tl\$/ {f=1} f && /Device: $dev:1/ {ok=1} END {exit !ok}' '$tmp/d'"
 done
 check "ucx_info -d: no UCX errors or warnings" bash -c "! grep -qE 'UCX +(ERROR|WARN)' '$tmp/d'"
+if [ "$loader" = yes ]; then
+    # Installed, nothing else: no LD_PRELOAD, no UCX_PLUGIN_PATH, and an MPI
+    # job without the Open MPI component.
+    env -u LD_PRELOAD -u UCX_PLUGIN_PATH ucx_info -d > "$tmp/d0" 2>&1
+    for tl in rc_zv ud_zv uc_zv; do
+        check "installed in UCX's module directory, no LD_PRELOAD: ucx_info -d lists $tl on $dev:1" \
+            bash -c "awk '/Transport: $tl\$/ {f=1} f && /Device: $dev:1/ {ok=1} END {exit !ok}' '$tmp/d0'"
+    done
+    t0=$SECONDS
+    timeout 300 mpirun --allow-run-as-root -np 2 --mca rcache ^zverbs --mca pml ucx --mca pml_ucx_tls rc_zv \
+        --mca pml_ucx_devices "$dev" -x UCX_TLS=rc_zv,self -x UCX_NET_DEVICES="$dev:1" \
+        "$b/mpi-tests/zv_osu" -t lat -t bw -S 1048576 -i 5 > "$tmp/osu0" 2>&1
+    rc=$?
+    sed -n '$p' "$tmp/osu0"; [ $rc = 0 ] || tail -n 15 "$tmp/osu0"
+    check "MPI over rc_zv found by UCX's loader alone (no component, no LD_PRELOAD): lat and bw 1 B..1 MiB validated, $((SECONDS - t0)) s" \
+        test $rc = 0
+fi
 
 # The UCT device tests (uct-tests.sh adds the spoofing test's address).
 t0=$SECONDS
@@ -129,12 +161,19 @@ done
 # with UCX's defaults (between two processes of one host UCP sends 1 MiB
 # by eager fragments there) and with a 64 KiB rendezvous threshold, where
 # the zero-copy rendezvous comes in.
+# A table's title is "| context cfg#N | operation |" on one line (UCX 1.18)
+# or on two (UCX 1.23, with a "| Range | Description | Config |" row).
 proto_table() { # FILE: "operation: protocol, ..." per UCX_PROTO_INFO table
     sed 's/^\[[^]]*\] \[[^]]*\] *//' "$1" | awk -F'|' '
-        function flush() { if (op != "" && cur != "") p[op] = cur; cur = "" }
-        /^\|/ && NF == 4 { flush(); op = $3; gsub(/^ +| +$/, "", op); if ($2 ~ /self cfg#/) op = ""; next }
-        /^\|/ && NF == 5 && op != "" { pr = $3; gsub(/^ +| +$/, "", pr); sub(/^\(\?\) /, "", pr)
-                                      cur = cur (cur == "" ? "" : ", ") pr }
+        function trim(x) { gsub(/^ +| +$/, "", x); return x }
+        function flush() { if (op != "" && cur != "" && !(op in p)) p[op] = cur; cur = "" }
+        function title(ctx, o) { flush(); op = (ctx ~ / self cfg#/) ? "" : trim(o) }
+        !/^\|/ { next }
+        NF == 4 { title($2, $3); next }
+        NF == 3 && $2 ~ /cfg#/ { ctx = $2; next }
+        NF == 3 && ctx != "" { title(ctx, $2); ctx = ""; next }
+        NF == 5 && op != "" && trim($2) != "Range" {
+            pr = trim($3); sub(/^\(\?\) /, "", pr); cur = cur (cur == "" ? "" : ", ") pr }
         END { flush(); for (o in p) print o ": " p[o] }' | sort
 }
 if ucx_info -c 2>/dev/null | grep -q '^UCX_PROTO_INFO='; then
