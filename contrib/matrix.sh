@@ -268,9 +268,11 @@ elif [ ${#vm_specs[@]} -gt 0 ]; then
     for spec in "${vm_specs[@]}"; do
         name=${spec%%:*} b=${spec##*:}
         if [ -f "$b/matrix-device.result" ]; then
-            read -r pass fail secs < "$b/matrix-device.result"
+            read -r pass fail secs skip < "$b/matrix-device.result"
             if [ "$fail" = 0 ] && [ "$pass" -gt 0 ]; then r=PASS; else r=FAIL; fi
             row "$name" "device tier (VM, chroot)" $r "$secs" "$pass passed, $fail failed"
+            [ "${skip:-0}" = 0 ] ||
+                row "$name" "device tier: checks skipped" SKIP - "$skip (their reasons: SKIP lines in $build_base/device.log)"
         else
             row "$name" "device tier (VM, chroot)" FAIL - "no result (see $build_base/device.log)"
         fi

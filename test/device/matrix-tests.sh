@@ -14,7 +14,7 @@
 # ($ZV_MATRIX_GTEST_FILTER), a validated 2-rank MPI job over rc_zv, ud_zv
 # and uc_zv, and UCP's protocol for a 1 MiB tag message over rc_zv beside
 # rc_verbs (UCX_PROTO_INFO). Each root's counts and seconds go to
-# BUILD/matrix-device.result ("pass fail seconds"), its gtest log to
+# BUILD/matrix-device.result ("pass fail seconds skipped"), its gtest log to
 # BUILD/matrix-zv_device.log. Then the benchmarks named in $ZV_MATRIX_BENCH
 # ("rndv rel": contrib/bench/NAME-bench.sh BUILD, in the same chroot, with
 # the ZV_BENCH_* and UCX_* variables of the caller), each one's output in BUILD/matrix-bench-NAME.log
@@ -57,13 +57,14 @@ fi
 
 # ---- inside the root
 name=$2 b=$3
-pass=0; fail=0
+pass=0; fail=0; skip=0
+skipped() { echo "SKIP: $name: $* [${SECONDS}s]"; skip=$((skip+1)); }
 check() { local what=$1; shift
     if "$@"; then echo "PASS: $name: $what [${SECONDS}s]"; pass=$((pass+1))
     else echo "FAIL: $name: $what [${SECONDS}s]"; fail=$((fail+1)); fi; }
 tmp=$(mktemp -d)
-finish() { echo "$pass $fail $SECONDS" > "$b/matrix-device.result"
-           echo "==== $name: $pass passed, $fail failed"; rm -rf "$tmp"; }
+finish() { echo "$pass $fail $SECONDS $skip" > "$b/matrix-device.result"
+           echo "==== $name: $pass passed, $fail failed, $skip skipped"; rm -rf "$tmp"; }
 trap finish EXIT
 
 echo "$name: $(. /etc/os-release && echo "$PRETTY_NAME"); $(ucx_info -v | sed -n 's/^# *\(Library version\)/\1/p' | head -n1); $(ompi_info --version | head -n1)"
@@ -176,7 +177,10 @@ proto_table() { # FILE: "operation: protocol, ..." per UCX_PROTO_INFO table
             pr = trim($3); sub(/^\(\?\) /, "", pr); cur = cur (cur == "" ? "" : ", ") pr }
         END { flush(); for (o in p) print o ": " p[o] }' | sort
 }
-if ucx_info -c 2>/dev/null | grep -q '^UCX_PROTO_INFO='; then
+if ! grep -q 'Transport: rc_verbs$' "$tmp/d"; then
+    # (Debian unstable's libucx0 1.23.0~rc1-1 ships no libuct_ib.)
+    skipped "UCP's protocols over rc_zv beside rc_verbs: this UCX has no rc_verbs (ucx_info -d lists none)"
+elif ucx_info -c 2>/dev/null | grep -q '^UCX_PROTO_INFO='; then
     mod=$b/.libs/libuct_zv.so.0
     . "$s/contrib/bench/bench-lib.sh"
     for thresh in auto 65536; do
