@@ -12,7 +12,6 @@
 
 namespace zv::glue {
 
-/// One config value's check: 'bad' names a value outside 'allowed'.
 /// A variable's full name, prefix and suffix, built without allocating
 /// (interface open must not throw: design.md, "Out of memory").
 struct var_name {
@@ -28,6 +27,7 @@ struct var_name {
     const char *c_str() const { return s; }
 };
 
+/// One config value's check: 'bad' names a value outside 'allowed'.
 struct range_check {
     const char *name;
     bool        bad;

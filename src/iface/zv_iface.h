@@ -194,6 +194,14 @@ template <typename Ep>
     return UCS_OK;
 }
 
+/// Undo new_ep() (an endpoint that never got further): its UCT base's
+/// cleanup, then the endpoint.
+template <typename Ep> void delete_new_ep(Ep *ep)
+{
+    ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
+    delete ep;
+}
+
 ucs_status_t get_device_address(uct_iface_h iface, uct_device_addr_t *addr);
 void progress_disable(uct_iface_h iface, unsigned flags);
 

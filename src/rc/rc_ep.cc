@@ -366,14 +366,12 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
         verbs::qp qp;
         status = create_qp(iface, &qp);
         if (status != UCS_OK) {
-            ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
-            delete ep;
+            iface::delete_new_ep(ep);
             return status;
         }
         ep->qp = iface->conn.take(std::move(qp), ep->peer, ep->peer_ud_qpn);
         if (ep->qp == nullptr) {
-            ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
-            delete ep;
+            iface::delete_new_ep(ep);
             return UCS_ERR_NO_MEMORY; // (logged by take)
         }
     }
@@ -395,12 +393,8 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p)
     if (status != UCS_OK) {
         ucs_error("rc_zv: no memory for a new endpoint");
         iface->connecting.erase(ep->conn_id);
-        {
-            iface::worker_scope scope(&iface->gate);
-            iface->conn.release(ep->qp);
-        }
-        ucs_class_call_cleanup_chain(&uct_base_ep_t_class, &ep->super, -1);
-        delete ep;
+        iface->conn.release(ep->qp); // (inside the scope above)
+        iface::delete_new_ep(ep);
         return status;
     }
     ep->slot = iface->free_slots.back();
